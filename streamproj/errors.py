@@ -1,0 +1,64 @@
+"""Errors and warnings raised by streamproj.
+
+Every error a user can cause is a :class:`StreamprojError` (a ``ValueError``),
+so callers can catch one type, and the command line can turn it into a single
+``streamproj: error: …`` line instead of a traceback.
+"""
+
+__all__ = [
+    "BadValuesError",
+    "DuplicateBatchWarning",
+    "IncompatibleStatsError",
+    "InputError",
+    "ModelError",
+    "NotFittedError",
+    "OutputExistsError",
+    "SingularScatterError",
+    "SourceChangedError",
+    "StreamprojError",
+    "StreamprojWarning",
+]
+
+
+class StreamprojError(ValueError):
+    """Base class of every error streamproj raises for bad input or usage."""
+
+
+class InputError(StreamprojError):
+    """The input has the wrong shape, type, length or is missing."""
+
+
+class BadValuesError(InputError):
+    """The input holds NaN or infinite values (the message names the first bad row)."""
+
+
+class IncompatibleStatsError(StreamprojError):
+    """Two summaries (or a summary and new rows) cannot be merged."""
+
+
+class SingularScatterError(StreamprojError):
+    """A covariance that must be inverted is singular; shrinkage or reg_param fixes it."""
+
+
+class NotFittedError(StreamprojError, AttributeError):
+    """The estimator is used before ``fit``."""
+
+
+class ModelError(StreamprojError):
+    """A model directory is missing, damaged, or of an unknown format."""
+
+
+class OutputExistsError(StreamprojError):
+    """The destination exists and overwriting was not asked for."""
+
+
+class SourceChangedError(StreamprojError):
+    """Rows merged into a model earlier have changed since."""
+
+
+class StreamprojWarning(UserWarning):
+    """Base class of streamproj's warnings."""
+
+
+class DuplicateBatchWarning(StreamprojWarning):
+    """A batch that the summary already holds was merged again; it was not counted twice."""
