@@ -1,0 +1,329 @@
+"""The two streaming passes, as Dask graphs.
+
+Pass 1, :func:`accumulate`: one :class:`~streamproj.stats.ClassStats` per row
+chunk, merged pairwise up a tree, one ``compute``. Pass 2, :func:`project_blocks`
+and :func:`store_projection`: ``(X - c) @ Vᵀ`` and the decision function per chunk,
+stored chunk by chunk into array targets (Zarr arrays from :mod:`streamproj.store`).
+
+Inputs may be numpy arrays, dask arrays or any chunked array-like (Zarr): the
+rows are read chunk by chunk by the scheduler in charge — the local threaded
+scheduler, or a ``dask.distributed`` cluster when a client is active — so no
+step holds more than one chunk of rows per worker thread.
+"""
+
+import sys
+from contextlib import contextmanager
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.diagnostics import Callback
+
+from .errors import InputError
+from .stats import ClassStats, check_finite
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "accumulate",
+    "as_dask_labels",
+    "as_dask_rows",
+    "compute",
+    "project_blocks",
+    "store_projection",
+]
+
+# Rows per chunk for in-memory input: about 64 MiB of float64 work per chunk.
+DEFAULT_CHUNK_BYTES = 64 * 2**20
+_MERGE_FAN_IN = 4
+
+
+def _default_rows(n_features):
+    return max(1, DEFAULT_CHUNK_BYTES // (8 * max(1, n_features)))
+
+
+def as_dask_rows(X, chunk_rows=None, name="X"):
+    """X as a 2-D dask array chunked by rows only (all columns in one chunk).
+
+    Parameters
+    ----------
+    X : numpy array, dask array or chunked array-like (e.g. ``zarr.Array``)
+    chunk_rows : int, optional
+        Rows per chunk. By default dask and chunked inputs keep their own row
+        chunks and in-memory arrays get about 64 MiB chunks.
+    """
+    if isinstance(X, da.Array):
+        arr = X
+    else:
+        native = getattr(X, "chunks", None)
+        if not hasattr(X, "shape") or not hasattr(X, "dtype"):
+            X = np.asarray(X)
+            native = None
+        if X.ndim != 2:
+            msg = f"{name} must be 2-D (rows × features); got shape {tuple(X.shape)}"
+            raise InputError(msg)
+        if isinstance(native, tuple) and all(isinstance(c, int) for c in native):
+            chunks = (native[0], -1)
+        else:
+            chunks = (chunk_rows or _default_rows(X.shape[1]), -1)
+        arr = da.from_array(X, chunks=chunks, lock=False, asarray=True, fancy=False)
+    if arr.ndim != 2:
+        msg = f"{name} must be 2-D (rows × features); got shape {tuple(arr.shape)}"
+        raise InputError(msg)
+    if arr.dtype.kind not in "biuf":
+        msg = f"{name} must hold real numbers; got dtype {arr.dtype}"
+        raise InputError(msg)
+    if np.isnan(arr.shape[0]):
+        arr = arr.compute_chunk_sizes()
+    target = (chunk_rows or arr.chunks[0], -1)
+    if chunk_rows or len(arr.chunks[1]) > 1:
+        arr = arr.rechunk(target)
+    return arr
+
+
+def as_dask_labels(y, row_chunks, n_rows):
+    """y as a 1-D dask array whose chunks line up with the rows of X."""
+    if not isinstance(y, da.Array):
+        if not hasattr(y, "shape") or not hasattr(y, "dtype"):
+            y = np.asarray(y)
+            if y.dtype == object:
+                y = y.astype(str)
+        if y.ndim != 1:
+            msg = f"y must be 1-D with one label per row; got shape {tuple(y.shape)}"
+            raise InputError(msg)
+        y = da.from_array(y, chunks=(row_chunks,), lock=False, asarray=True, fancy=False)
+    if y.ndim != 1:
+        msg = f"y must be 1-D with one label per row; got shape {tuple(y.shape)}"
+        raise InputError(msg)
+    if np.isnan(y.shape[0]):
+        y = y.compute_chunk_sizes()
+    if y.shape[0] != n_rows:
+        msg = f"y has {y.shape[0]} labels but X has {n_rows} rows; they must match"
+        raise InputError(msg)
+    if y.chunks[0] != tuple(row_chunks):
+        y = y.rechunk((row_chunks,))
+    return y
+
+
+def _chunk_stats(X, y, detail, offset):
+    return ClassStats.from_rows(X, y, detail, row_offset=offset)
+
+
+def _merge_all(*parts):
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def _offsets(chunks):
+    return np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(int).tolist()
+
+
+def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False):
+    """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+        numpy, dask or chunked (Zarr) array.
+    y : array-like of shape (n,)
+        Labels, same kinds as X.
+    detail : {"pooled", "per_class", "fourth"}
+        How much scatter to keep (see :class:`~streamproj.stats.ClassStats`).
+    chunk_rows : int, optional
+        Rows per chunk (default: the input's own chunking, or ~64 MiB).
+    progress : bool
+        Show a progress bar over chunks on stderr.
+
+    Returns
+    -------
+    ClassStats
+        Stamped as one batch, so merging it into a summary twice is detected.
+    """
+    X = as_dask_rows(X, chunk_rows)
+    y = as_dask_labels(y, X.chunks[0], X.shape[0])
+    if X.shape[0] == 0:
+        msg = "X has no rows"
+        raise InputError(msg)
+    token = tokenize(X, y, detail)
+    xs = X.to_delayed().ravel()
+    ys = y.to_delayed().ravel()
+    parts = [
+        dask.delayed(_chunk_stats, pure=True)(
+            xb, yb, detail, off, dask_key_name=f"streamproj-summary-{token}-{i}"
+        )
+        for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
+    ]
+    level = 0
+    while len(parts) > 1:
+        parts = [
+            dask.delayed(_merge_all, pure=True)(
+                *parts[i : i + _MERGE_FAN_IN],
+                dask_key_name=f"streamproj-merge-{token}-{level}-{i}",
+            )
+            for i in range(0, len(parts), _MERGE_FAN_IN)
+        ]
+        level += 1
+    (stats,) = compute(parts[0], progress=progress, prefix="streamproj-summary-",
+                       total=len(xs), desc="pass 1: summaries")
+    return stats.stamped()
+
+
+def _project_block(block, center, components):
+    block = np.asarray(block)
+    check_finite(block)  # global row numbers are filled in by _project_checked
+    return np.subtract(block, center, dtype=np.float64) @ components.T
+
+
+def _project_checked(block, center, components, block_info=None):
+    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    try:
+        return _project_block(block, center, components)
+    except InputError:
+        check_finite(np.asarray(block), row_offset=offset)
+        raise
+
+
+def project_blocks(X, center, components):
+    """Lazy ``(X - center) @ componentsᵀ`` in float64, chunk by chunk.
+
+    NaN/inf rows raise :class:`~streamproj.errors.BadValuesError` naming the row.
+    """
+    center = np.asarray(center, dtype=np.float64)
+    components = np.asarray(components, dtype=np.float64)
+    if X.shape[1] != components.shape[1]:
+        msg = f"X has {X.shape[1]} features but the model was fitted on {components.shape[1]}"
+        raise InputError(msg)
+    return X.map_blocks(
+        _project_checked,
+        center,
+        components,
+        dtype=np.float64,
+        chunks=(X.chunks[0], (components.shape[0],)),
+        name=f"streamproj-project-{tokenize(X, center, components)}",
+        meta=np.empty((0, components.shape[0])),
+    )
+
+
+def store_projection(sources, targets, progress=False, total=None):
+    """Pass 2: compute lazy arrays chunk by chunk into array targets (one ``compute``)."""
+    stored = da.store(sources, targets, lock=False, compute=False)
+    compute(stored, progress=progress, prefix="streamproj-project-", total=total,
+            desc="pass 2: projection")
+
+
+# ------------------------------------------------------------- execution
+class _ChunkProgress(Callback):
+    """A tqdm bar over the tasks whose key starts with ``prefix`` (local schedulers)."""
+
+    def __init__(self, prefix, total, desc):
+        super().__init__()
+        self.prefix, self.total, self.desc = prefix, total, desc
+        self.bar = None
+
+    def _start(self, dsk):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=self.total, desc=self.desc, unit="chunk", file=sys.stderr)
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        name = key[0] if isinstance(key, tuple) else key
+        if isinstance(name, str) and name.startswith(self.prefix):
+            self.bar.update(1)
+
+    def _finish(self, dsk, state, errored):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _distributed_client():
+    try:
+        from distributed import get_client
+    except ImportError:
+        return None
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+@contextmanager
+def _distributed_progress(client, prefix, total, desc):
+    """Poll the scheduler for finished tasks with the prefix and show them in tqdm."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    stop = threading.Event()
+    bar = tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr)
+
+    done = [0]
+
+    def poll():
+        while not stop.wait(0.2):
+            try:
+                finished = client.run_on_scheduler(_count_done, prefix=prefix)
+            except Exception:  # the bar is cosmetic; never fail the job for it
+                continue
+            finished = max(done[0], min(total, finished))
+            bar.update(finished - done[0])
+            done[0] = finished
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+        bar.update(total - done[0])
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
+
+
+def _count_done(dask_scheduler, prefix):
+    """Scheduler-side: tasks with the prefix that have finished (kept or already released)."""
+    plugin = dask_scheduler.plugins.get("streamproj-progress")
+    if plugin is None:
+        return 0
+    return plugin.done.get(prefix, 0)
+
+
+def compute(*objects, progress=False, prefix="", total=None, desc=None):
+    """``dask.compute`` with an optional tqdm bar over the chunk tasks named by ``prefix``."""
+    if not progress:
+        return dask.compute(*objects)
+    client = _distributed_client()
+    if client is None:
+        with _ChunkProgress(prefix, total, desc):
+            return dask.compute(*objects)
+    _ensure_progress_plugin(client)
+    with _distributed_progress(client, prefix, total, desc):
+        return dask.compute(*objects)
+
+
+def _ensure_progress_plugin(client):
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class _ProgressPlugin(SchedulerPlugin):
+        name = "streamproj-progress"
+
+        def __init__(self):
+            self.done = {}
+
+        def transition(self, key, start, finish, *args, **kwargs):
+            if start == "processing" and finish == "memory":
+                name = key[0] if isinstance(key, tuple) else key
+                if isinstance(name, str) and name.startswith("streamproj-"):
+                    prefix = name.split("-", 2)[1]
+                    full = f"streamproj-{prefix}-"
+                    self.done[full] = self.done.get(full, 0) + 1
+
+    def install(dask_scheduler):
+        if "streamproj-progress" not in dask_scheduler.plugins:
+            dask_scheduler.add_plugin(_ProgressPlugin())
+        else:
+            dask_scheduler.plugins["streamproj-progress"].done.clear()
+
+    client.run_on_scheduler(install)
+
