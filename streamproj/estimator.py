@@ -11,7 +11,7 @@ import numpy as np
 from . import solvers, store
 from .errors import IncompatibleStatsError, InputError, NotFittedError
 from .passes import accumulate, as_dask_rows, project_blocks
-from .stats import ClassStats, check_finite
+from .stats import ClassStats, check_finite, check_matrix
 
 __all__ = ["BoundaryProjector", "load"]
 
@@ -241,9 +241,7 @@ class BoundaryProjector:
             X = as_dask_rows(X, self.chunk_rows)
         else:
             X = np.asarray(X)
-            if X.ndim != 2:
-                msg = f"X must be 2-D (rows × features); got shape {X.shape}"
-                raise InputError(msg)
+            check_matrix(X)
             check_finite(X)
         if X.shape[1] != self.n_features_in_:
             msg = f"X has {X.shape[1]} features but the model was fitted on {self.n_features_in_}"

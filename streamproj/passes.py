@@ -21,7 +21,7 @@ from dask.base import tokenize
 from dask.diagnostics import Callback
 
 from .errors import InputError
-from .stats import ClassStats, check_finite
+from .stats import ClassStats, check_finite, check_matrix
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -59,20 +59,13 @@ def as_dask_rows(X, chunk_rows=None, name="X"):
         if not hasattr(X, "shape") or not hasattr(X, "dtype"):
             X = np.asarray(X)
             native = None
-        if X.ndim != 2:
-            msg = f"{name} must be 2-D (rows × features); got shape {tuple(X.shape)}"
-            raise InputError(msg)
+        check_matrix(X, name)
         if isinstance(native, tuple) and all(isinstance(c, int) for c in native):
             chunks = (native[0], -1)
         else:
             chunks = (chunk_rows or _default_rows(X.shape[1]), -1)
         arr = da.from_array(X, chunks=chunks, lock=False, asarray=True, fancy=False)
-    if arr.ndim != 2:
-        msg = f"{name} must be 2-D (rows × features); got shape {tuple(arr.shape)}"
-        raise InputError(msg)
-    if arr.dtype.kind not in "biuf":
-        msg = f"{name} must hold real numbers; got dtype {arr.dtype}"
-        raise InputError(msg)
+    check_matrix(arr, name)
     if np.isnan(arr.shape[0]):
         arr = arr.compute_chunk_sizes()
     target = (chunk_rows or arr.chunks[0], -1)

@@ -449,7 +449,7 @@ def boundary_axes(basis, scatter, n_components):
     full, _ = np.linalg.qr(basis, mode="complete")
     complement = full[:, r:]
     reduced = complement.T @ scatter @ complement
-    evals, evecs = linalg.eigh(0.5 * (reduced + reduced.T))
+    _, evecs = linalg.eigh(0.5 * (reduced + reduced.T))
     top = evecs[:, ::-1][:, : n_components - r]
     return np.hstack([basis, _flip_signs(complement @ top)])
 

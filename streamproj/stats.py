@@ -33,7 +33,7 @@ from .errors import (
     ModelError,
 )
 
-__all__ = ["DETAILS", "ClassStats", "check_finite"]
+__all__ = ["DETAILS", "ClassStats", "check_finite", "check_matrix"]
 
 DETAILS = ("pooled", "per_class", "fourth")
 _FORMAT = "streamproj-classstats"
@@ -63,6 +63,16 @@ def check_finite(X, row_offset=0, what="X"):
             "drop or impute NaN/inf rows before fitting"
         )
         raise BadValuesError(msg)
+
+
+def check_matrix(X, name="X"):
+    """Raise :class:`InputError` unless ``X`` (anything with shape and dtype) is a 2-D real array."""
+    if len(X.shape) != 2:
+        msg = f"{name} must be 2-D (rows x features); got shape {tuple(X.shape)}"
+        raise InputError(msg)
+    if np.dtype(X.dtype).kind not in "biuf":
+        msg = f"{name} must hold real numbers; got dtype {X.dtype}"
+        raise InputError(msg)
 
 
 def _as_labels(y, n_rows, row_offset=0):
@@ -288,12 +298,7 @@ class ClassStats:
         """
         _check_detail(detail)
         X = np.asarray(X)
-        if X.ndim != 2:
-            msg = f"X must be 2-D (rows × features); got shape {X.shape}"
-            raise InputError(msg)
-        if X.dtype.kind not in "biuf":
-            msg = f"X must hold real numbers; got dtype {X.dtype}"
-            raise InputError(msg)
+        check_matrix(X)
         y = _as_labels(y, X.shape[0], row_offset)
         if X.shape[0] == 0:
             return cls.empty(X.shape[1], detail, y.dtype)

@@ -30,7 +30,7 @@ import numpy as np
 import zarr
 
 from .errors import InputError, ModelError, OutputExistsError
-from .stats import ClassStats
+from .stats import ClassStats, check_matrix
 
 __all__ = [
     "MODEL_FORMAT",
@@ -101,12 +101,7 @@ def open_input(url, x="X", y="y", require_y=True, storage_options=None):
     """
     group = _open_group(url, "r", storage_options)
     X = _array(group, url, x, "--x")
-    if X.ndim != 2:
-        msg = f"{url}/{x} must be 2-D (rows × features); it has shape {X.shape}"
-        raise InputError(msg)
-    if X.dtype.kind not in "biuf":
-        msg = f"{url}/{x} must hold real numbers; it has dtype {X.dtype}"
-        raise InputError(msg)
+    check_matrix(X, f"{url}/{x}")
     labels = None
     if require_y or y in group:
         labels = _array(group, url, y, "--y")
