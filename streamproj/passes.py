@@ -81,6 +81,9 @@ def as_dask_labels(y, row_chunks, n_rows):
             y = np.asarray(y)
             if y.dtype == object:
                 y = y.astype(str)
+        if y.ndim == 1 and y.shape[0] != n_rows:
+            msg = f"y has {y.shape[0]} labels but X has {n_rows} rows; they must match"
+            raise InputError(msg)
         if y.ndim != 1:
             msg = f"y must be 1-D with one label per row; got shape {tuple(y.shape)}"
             raise InputError(msg)

@@ -216,6 +216,11 @@ def total_covariance(stats, shrinkage=None):
     return covariance(stats.n_samples, stats.total, shrinkage)
 
 
+def _label(value):
+    """A class label as users wrote it (``1``, ``'cat'``), not numpy's ``np.int64(1)``."""
+    return repr(np.asarray(value).item())
+
+
 def _check_classes(stats, needed="a boundary"):
     if stats.n_classes < 2:
         only = stats.classes.tolist()
@@ -341,7 +346,7 @@ def qda(stats, reg_param=0.0, priors=None, ddof=0):
     if small.any():
         k = int(np.flatnonzero(small)[0])
         msg = (
-            f"class {stats.classes[k]!r} has only {stats.counts[k]} row(s); QDA needs at least "
+            f"class {_label(stats.classes[k])} has only {stats.counts[k]} row(s); QDA needs at least "
             f"{max(ddof, 1) + 1} rows per class to estimate its covariance"
         )
         raise InputError(msg)
@@ -354,7 +359,7 @@ def qda(stats, reg_param=0.0, priors=None, ddof=0):
         s = scalings[k]
         if s[-1] <= max(s[0], np.finfo(float).tiny) * s.shape[0] * _EPS:
             msg = (
-                f"the covariance of class {stats.classes[k]!r} is singular "
+                f"the covariance of class {_label(stats.classes[k])} is singular "
                 f"({stats.counts[k]} rows, {stats.n_features} features); increase reg_param"
             )
             raise SingularScatterError(msg)

@@ -304,7 +304,8 @@ class ClassStats:
             return cls.empty(X.shape[1], detail, y.dtype)
         # The float64 mean is one cheap pass; it is the shift that keeps the
         # Gram product free of cancellation when the data sit far from zero.
-        shift = X.mean(axis=0, dtype=np.float64)
+        with np.errstate(over="ignore"):  # reported below as a clear error
+            shift = X.mean(axis=0, dtype=np.float64)
         if not np.isfinite(shift).all():
             check_finite(X, row_offset)
             msg = f"X rows {row_offset}..{row_offset + X.shape[0] - 1} overflow float64 when summed"

@@ -1,0 +1,291 @@
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_classes, write_zarr
+from scipy.linalg import subspace_angles
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.linear_model import LogisticRegression
+
+import streamproj as sp
+from streamproj.errors import (
+    BadValuesError,
+    IncompatibleStatsError,
+    InputError,
+    NotFittedError,
+    SingularScatterError,
+)
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - b)) / np.max(np.abs(b))
+
+
+# ------------------------------------------------------- agreement with sklearn
+@pytest.mark.parametrize("shrinkage", [None, 0.3, "auto"])
+def test_two_classes_agree_with_sklearn_lda(shrinkage):
+    X, y = make_classes(n=1500, p=8, seed=11)
+    m = sp.BoundaryProjector(shrinkage=shrinkage, chunk_rows=211).fit(X, y)
+    ref = LinearDiscriminantAnalysis(solver="eigen", shrinkage=shrinkage).fit(X, y)
+    assert m.coef_.shape == (1, 8) and m.intercept_.shape == (1,)
+    assert rel(m.coef_, ref.coef_) <= 1e-8
+    assert rel(m.intercept_, ref.intercept_) <= 1e-8
+    assert rel(m.decision_function(X), ref.decision_function(X)) <= 1e-8
+    np.testing.assert_array_equal(m.predict(X), ref.predict(X))
+
+
+@pytest.mark.parametrize("k", range(3, 11))
+def test_many_classes_span_the_top_fisher_directions(k):
+    X, y = make_classes(n=200 * k, p=12, k=k, seed=k, spread=2.0)
+    m = sp.BoundaryProjector(n_components=k - 1, chunk_rows=333).fit(X, y)
+    ref = LinearDiscriminantAnalysis(solver="eigen").fit(X, y)
+    angles = subspace_angles(m.components_.T, ref.scalings_[:, : k - 1])
+    assert np.max(angles) <= 1e-6
+    np.testing.assert_array_equal(m.predict(X), ref.predict(X))
+    # the leading axes are the Fisher directions in order
+    for j in range(k - 1):
+        assert np.max(subspace_angles(m.components_[: j + 1].T, ref.scalings_[:, : j + 1])) <= 1e-6
+
+
+def test_many_classes_with_shrinkage_follow_sklearn_too():
+    X, y = make_classes(n=800, p=10, k=4, seed=5)
+    m = sp.BoundaryProjector(n_components=3, shrinkage=0.2).fit(X, y)
+    ref = LinearDiscriminantAnalysis(solver="eigen", shrinkage=0.2).fit(X, y)
+    assert np.max(subspace_angles(m.components_.T, ref.scalings_[:, :3])) <= 1e-6
+    assert rel(m.decision_function(X), ref.decision_function(X)) <= 1e-8
+
+
+def test_qda_through_the_estimator():
+    from sklearn.discriminant_analysis import QuadraticDiscriminantAnalysis
+    from test_solvers import sklearn_qda_ddof
+
+    X, y = make_classes(n=900, p=5, k=3, seed=12)
+    m = sp.BoundaryProjector(keep_class_scatter=True, chunk_rows=100).fit(X, y)
+    for reg in (0.0, 0.1):
+        q = m.qda(reg, ddof=sklearn_qda_ddof())
+        ref = QuadraticDiscriminantAnalysis(reg_param=reg).fit(X, y)
+        np.testing.assert_allclose(sp.solvers.qda_predict_proba(q, X), ref.predict_proba(X),
+                                   atol=1e-8)
+
+
+def test_p_greater_than_n_needs_and_accepts_shrinkage():
+    X, y = make_classes(n=40, p=60, seed=13)
+    with pytest.raises(SingularScatterError, match="use shrinkage"):
+        sp.BoundaryProjector().fit(X, y)
+    for shrinkage in ("auto", 0.5, "oas"):
+        m = sp.BoundaryProjector(shrinkage=shrinkage, chunk_rows=7).fit(X, y)
+        from sklearn.covariance import OAS
+
+        kw = {"covariance_estimator": OAS()} if shrinkage == "oas" else {"shrinkage": shrinkage}
+        ref = LinearDiscriminantAnalysis(solver="eigen", **kw).fit(X, y)
+        assert rel(m.decision_function(X), ref.decision_function(X)) <= 1e-8
+
+
+def test_near_singular_scatter_still_agrees():
+    X, y = make_classes(n=2000, p=6, seed=14)
+    rng = np.random.default_rng(0)
+    X[:, 5] = X[:, :5].sum(axis=1) + 1e-4 * rng.normal(size=len(X))  # condition ~1e9
+    m = sp.BoundaryProjector(chunk_rows=301).fit(X, y)
+    ref = LinearDiscriminantAnalysis(solver="eigen").fit(X, y)
+    assert rel(m.decision_function(X), ref.decision_function(X)) <= 1e-5
+    assert np.mean(m.predict(X) == ref.predict(X)) > 0.999
+
+
+# ---------------------------------------------------------------- projection
+def test_first_coordinate_is_the_signed_distance_and_gives_the_class(coin):
+    X, y = coin
+    for center in ("mean", "hyperplane"):
+        m = sp.BoundaryProjector(n_components=3, center=center).fit(X, y)
+        Z = m.transform(X)
+        distance = m.decision_function(X) / np.linalg.norm(m.coef_)
+        assert rel(Z[:, 0], distance) <= 1e-10
+        side = m.classes_[(Z[:, 0] > 0).astype(int)]
+        assert np.mean(side == m.predict(X)) == 1.0
+        np.testing.assert_allclose(m.components_ @ m.components_.T, np.eye(3), atol=1e-13)
+        np.testing.assert_allclose(Z, (X - m.center_) @ m.components_.T, rtol=1e-12, atol=1e-12)
+
+
+def test_mean_centring_reconstructs_at_least_as_well(coin):
+    X, y = coin
+    err = {c: sp.BoundaryProjector(center=c).fit(X, y).reconstruction_error()
+           for c in ("mean", "hyperplane")}
+    assert err["mean"] <= err["hyperplane"]
+
+
+def test_boundary_from_a_fitted_classifier_or_arrays(coin):
+    X, y = coin
+    clf = LogisticRegression().fit(X, y)
+    for boundary in (clf, (clf.coef_, clf.intercept_), {"coef": clf.coef_, "intercept": clf.intercept_}):
+        m = sp.BoundaryProjector(boundary=boundary).fit(X, y)
+        np.testing.assert_array_equal(m.predict(X), clf.predict(X))
+        Z = m.transform(X)
+        assert np.mean(m.classes_[(Z[:, 0] > 0).astype(int)] == clf.predict(X)) == 1.0
+        np.testing.assert_allclose(Z[:, 0], clf.decision_function(X) / np.linalg.norm(clf.coef_),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_multiclass_external_boundary_preserves_every_decision():
+    X, y = make_classes(n=900, p=6, k=3, seed=15)
+    clf = LogisticRegression().fit(X, y)
+    m = sp.BoundaryProjector(boundary=clf).fit(X, y)
+    np.testing.assert_array_equal(m.predict(X), clf.predict(X))
+    # the decisions depend on x only through the first K-1 coordinates
+    Z = m.transform(X)
+    rebuilt = Z[:, :2] @ m.components_[:2] + m.center_
+    np.testing.assert_array_equal(clf.predict(rebuilt), clf.predict(X))
+
+
+# ------------------------------------------------- merging and chunk invariance
+def assert_same_model(a, b, tol=1e-10):
+    for name in ("coef_", "intercept_", "components_", "center_"):
+        assert rel(getattr(a, name), getattr(b, name)) <= tol, name
+
+
+@pytest.mark.parametrize("shrinkage", [None, "auto"])
+def test_partial_fit_equals_fit_on_the_union(shrinkage):
+    X, y = make_classes(n=1200, p=5, k=3, seed=16)
+    a = sp.BoundaryProjector(shrinkage=shrinkage, chunk_rows=97).fit(X[:500], y[:500])
+    a.partial_fit(X[500:], y[500:])
+    b = sp.BoundaryProjector(shrinkage=shrinkage).fit(X, y)
+    assert_same_model(a, b)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 13, 250, 999, 5000])
+def test_results_do_not_depend_on_chunking(chunk_rows):
+    X, y = make_classes(n=999, p=4, seed=17)
+    ref = sp.BoundaryProjector(chunk_rows=999).fit(X, y)
+    m = sp.BoundaryProjector(chunk_rows=chunk_rows).fit(X, y)
+    assert_same_model(m, ref)
+
+
+def test_refitting_the_same_batch_does_not_double_count():
+    X, y = make_classes(n=300, p=3, seed=18)
+    m = sp.BoundaryProjector().fit(X, y)
+    with pytest.warns(sp.DuplicateBatchWarning):
+        m.partial_fit(X, y)
+    assert m.stats_.n_samples == 300
+
+
+def test_inputs_numpy_dask_zarr_agree(tmp_path):
+    X, y = make_classes(n=700, p=4, seed=19, dtype=np.float32)
+    group = write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=64)
+    ref = sp.BoundaryProjector(chunk_rows=64).fit(X, y)
+    for Xin, yin in (
+        (da.from_array(X, chunks=(64, 4)), da.from_array(y, chunks=64)),
+        (group["X"], group["y"]),
+    ):
+        m = sp.BoundaryProjector().fit(Xin, yin)
+        assert_same_model(m, ref, 1e-12)
+
+
+def test_transform_of_dask_stays_lazy(coin):
+    X, y = coin
+    m = sp.BoundaryProjector().fit(X, y)
+    Xd = da.from_array(X, chunks=(333, -1))
+    Z = m.transform(Xd)
+    assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
+    np.testing.assert_allclose(Z.compute(), m.transform(X), rtol=1e-13, atol=1e-13)
+    assert isinstance(m.decision_function(Xd), da.Array)
+    np.testing.assert_array_equal(m.predict(Xd).compute(), m.predict(X))
+    assert m.score(Xd, y) == m.score(X, y)
+
+
+# ---------------------------------------------------------- numerical stability
+def two_pass_direction(X, y):
+    """In-memory float64 reference: shift by a data row, then class means and centred scatter.
+
+    (Differencing class means taken of the raw values near 1e8 would itself lose
+    ~1e-8: each mean is rounded at that magnitude.)
+    """
+    D = np.asarray(X, dtype=np.float64) - np.asarray(X[0], dtype=np.float64)
+    means = [D[y == k].mean(0) for k in (0, 1)]
+    Sw = sum((D[y == k] - means[k]).T @ (D[y == k] - means[k]) for k in (0, 1))
+    w = np.linalg.solve(Sw, means[1] - means[0])
+    return w / np.linalg.norm(w)
+
+
+def naive_direction(X, y):
+    """Raw ``XᵀX - nμμᵀ`` per class, in the data's own dtype, as a naive streamer would."""
+    X = np.asarray(X)
+    Sw = np.zeros((X.shape[1],) * 2)
+    means = []
+    for k in (0, 1):
+        rows = X[y == k]
+        mu = rows.sum(0) / len(rows)
+        Sw += rows.T @ rows - len(rows) * np.outer(mu, mu)
+        means.append(mu)
+    w = np.linalg.solve(Sw.astype(np.float64), (means[1] - means[0]).astype(np.float64))
+    return w / np.linalg.norm(w)
+
+
+@pytest.mark.parametrize(
+    ("offset", "dtype"), [(1e8, np.float64), (1e4, np.float32)], ids=["f64-mean-1e8", "f32-mean-1e4"]
+)
+def test_huge_mean_tiny_spread(offset, dtype):
+    X, y = make_classes(n=4000, p=4, seed=20, offset=offset, dtype=dtype)
+    ref = two_pass_direction(X, y)
+    m = sp.BoundaryProjector(chunk_rows=333).fit(X, y)
+    w = m.components_[0]
+    assert np.max(np.abs(w - ref)) <= 1e-8
+    naive = naive_direction(X, y)
+    assert np.max(np.abs(naive - ref)) > 1e-3  # what XᵀX - nμμᵀ would have given
+
+
+# ----------------------------------------------------------------- bad input
+def test_bad_input_errors():
+    X, y = make_classes(n=50, p=3, seed=21)
+    bad = X.copy()
+    bad[31, 2] = np.nan
+    with pytest.raises(BadValuesError, match="row 31"):
+        sp.BoundaryProjector(chunk_rows=8).fit(bad, y)
+    with pytest.raises(InputError, match="49 labels but X has 50 rows"):
+        sp.BoundaryProjector().fit(X, y[:-1])
+    with pytest.raises(InputError, match="at least two classes"):
+        sp.BoundaryProjector().fit(X, np.zeros(50, int))
+    with pytest.raises(InputError, match="must be 2-D"):
+        sp.BoundaryProjector().fit(X[:, 0], y)
+    m = sp.BoundaryProjector().fit(X, y)
+    with pytest.raises(InputError, match="X has 2 features but the model was fitted on 3"):
+        m.partial_fit(X[:, :2], y)
+    with pytest.raises(InputError, match="X has 2 features"):
+        m.transform(X[:, :2])
+    with pytest.raises(BadValuesError, match="row 31"):
+        m.transform(bad)
+    with pytest.raises(BadValuesError, match="row 31"):
+        m.transform(da.from_array(bad, chunks=(10, 3))).compute()
+    with pytest.raises(IncompatibleStatsError, match="4 features but the model was fitted on 3"):
+        m.partial_fit_stats(sp.ClassStats.from_rows(np.ones((4, 4)), [0, 1, 0, 1]))
+    with pytest.raises(NotFittedError, match="call fit"):
+        sp.BoundaryProjector().transform(X)
+    with pytest.raises(InputError, match="center must be one of 'mean', 'hyperplane'"):
+        sp.BoundaryProjector(center="median").fit(X, y)
+    with pytest.raises(InputError, match="QDA needs at least 2 rows"):
+        sp.BoundaryProjector(shrinkage=0.5, keep_class_scatter=True).fit(X[:4], [0, 0, 0, 1]).qda()
+
+
+def test_errors_are_value_errors():
+    assert issubclass(sp.StreamprojError, ValueError)
+
+
+# ------------------------------------------------------------------- storage
+def test_save_load_roundtrip(tmp_path, coin):
+    X, y = coin
+    m = sp.BoundaryProjector(n_components=3, shrinkage="auto").fit(X, y)
+    m.save(tmp_path / "model")
+    back = sp.load(tmp_path / "model")
+    assert_same_model(back, m, 0)
+    np.testing.assert_array_equal(back.transform(X), m.transform(X))
+    assert back.model_id_ == m.model_id_
+    back.partial_fit(X[:10] + 1, y[:10])  # the loaded summaries still merge
+    assert back.stats_.n_samples == len(X) + 10
+    back.save(tmp_path / "model")
+    assert sp.load(tmp_path / "model").stats_.n_samples == len(X) + 10
+
+
+def test_save_load_with_external_boundary(tmp_path, coin):
+    X, y = coin
+    clf = LogisticRegression().fit(X, y)
+    m = sp.BoundaryProjector(boundary=clf).fit(X, y)
+    m.save(tmp_path / "m")
+    back = sp.load(tmp_path / "m")
+    np.testing.assert_array_equal(back.predict(X), clf.predict(X))
+    assert back.meta_["params"]["boundary"]["source"] == "LogisticRegression"

@@ -1,0 +1,188 @@
+import numpy as np
+import pytest
+from conftest import make_classes, make_coin
+from scipy.linalg import subspace_angles
+from sklearn.covariance import OAS, ledoit_wolf
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis, QuadraticDiscriminantAnalysis
+from sklearn.preprocessing import StandardScaler
+
+from streamproj import solvers
+from streamproj.errors import InputError, SingularScatterError
+from streamproj.stats import ClassStats
+
+
+def stats_of(X, y, detail="fourth", size=97):
+    parts = [ClassStats.from_rows(X[i : i + size], y[i : i + size], detail)
+             for i in range(0, len(X), size)]
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def sklearn_qda_ddof():
+    """scikit-learn ≥ 1.9 uses ML class covariances (ddof 0); older releases ddof 1."""
+    q = QuadraticDiscriminantAnalysis().fit([[0.0], [2.0], [10.0], [14.0]], [0, 0, 1, 1])
+    return 0 if np.isclose(q.scalings_[0][0], 1.0) else 1
+
+
+def test_ledoit_wolf_matches_sklearn_standardised():
+    X, y = make_classes(n=80, p=7, seed=1, scale=3.0, offset=10.0)
+    s = stats_of(X, y)
+    Xk = X[y == 1]
+    sc = StandardScaler().fit(Xk)
+    expected = ledoit_wolf(sc.transform(Xk))[0] * np.outer(sc.scale_, sc.scale_)
+    got = solvers.ledoit_wolf_covariance(s.counts[1], s.class_scatter[1], s.comoment22[1], s.means[1])
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_oas_matches_sklearn():
+    X, _ = make_classes(n=40, p=9, seed=2)
+    d = X - X.mean(0)
+    np.testing.assert_allclose(solvers.oas_covariance(40, d.T @ d), OAS().fit(X).covariance_,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("shrinkage", [None, 0.2, "auto"])
+def test_lda_coef_and_intercept_match_sklearn(shrinkage):
+    X, y = make_classes(n=500, p=6, k=4, seed=3)
+    res = solvers.lda(stats_of(X, y), shrinkage)
+    ref = LinearDiscriminantAnalysis(solver="eigen", shrinkage=shrinkage).fit(X, y)
+    np.testing.assert_allclose(res.coef, ref.coef_, rtol=1e-9, atol=1e-9 * np.abs(ref.coef_).max())
+    np.testing.assert_allclose(res.intercept, ref.intercept_, rtol=1e-9)
+    np.testing.assert_allclose(res.covariance, ref.covariance_, rtol=1e-10)
+
+
+def test_lda_with_priors_weights_class_covariances_like_sklearn():
+    X, y = make_classes(n=400, p=4, k=3, seed=4)
+    priors = [0.5, 0.3, 0.2]
+    res = solvers.lda(stats_of(X, y, "per_class"), None, priors)
+    ref = LinearDiscriminantAnalysis(solver="eigen", priors=priors).fit(X, y)
+    np.testing.assert_allclose(res.covariance, ref.covariance_, rtol=1e-10)
+    np.testing.assert_allclose(res.intercept, ref.intercept_, rtol=1e-9)
+
+
+def test_lda_oas_matches_sklearn_covariance_estimator():
+    X, y = make_classes(n=120, p=8, k=3, seed=5)
+    res = solvers.lda(stats_of(X, y, "per_class"), "oas")
+    ref = LinearDiscriminantAnalysis(solver="eigen", covariance_estimator=OAS()).fit(X, y)
+    np.testing.assert_allclose(res.covariance, ref.covariance_, rtol=1e-10)
+    np.testing.assert_allclose(res.coef, ref.coef_, rtol=1e-8, atol=1e-9 * np.abs(ref.coef_).max())
+
+
+def test_pooled_summary_cannot_serve_per_class_options():
+    X, y = make_classes(n=100, p=3, seed=6)
+    with pytest.raises(Exception, match="detail 'fourth'"):
+        solvers.lda(stats_of(X, y, "pooled"), "auto")
+
+
+@pytest.mark.parametrize("reg_param", [0.0, 0.1])
+def test_qda_probabilities_match_sklearn(reg_param):
+    X, y = make_classes(n=600, p=4, k=3, seed=7)
+    q = solvers.qda(stats_of(X, y, "per_class"), reg_param, ddof=sklearn_qda_ddof())
+    ref = QuadraticDiscriminantAnalysis(reg_param=reg_param).fit(X, y)
+    np.testing.assert_allclose(solvers.qda_predict_proba(q, X), ref.predict_proba(X), atol=1e-8)
+    np.testing.assert_allclose(solvers.qda_log_posterior(q, X), ref._decision_function(X),
+                               rtol=1e-9)
+
+
+def test_qda_errors_name_the_class():
+    X = np.array([[0.0, 1.0], [1.0, 0.0], [5.0, 5.0]])
+    with pytest.raises(InputError, match="class 1 has only 1 row"):
+        solvers.qda(ClassStats.from_rows(X, [0, 0, 1], "per_class"))
+    X = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [5.0, 5.0], [6.0, 7.0], [7.0, 9.0]])
+    with pytest.raises(SingularScatterError, match="class 0 is singular.*reg_param"):
+        solvers.qda(ClassStats.from_rows(X, [0, 0, 0, 1, 1, 1], "per_class"))
+
+
+def test_boundary_axes_are_orthonormal_and_start_with_w():
+    X, y = make_coin()
+    s = stats_of(X, y, "pooled")
+    res = solvers.lda(s)
+    W = solvers.boundary_basis(res.coef)
+    V = solvers.boundary_axes(W, s.total, 4)
+    np.testing.assert_allclose(V.T @ V, np.eye(4), atol=1e-13)
+    np.testing.assert_allclose(V[:, 0], res.coef[0] / np.linalg.norm(res.coef[0]), atol=1e-15)
+
+
+def test_second_axis_is_the_in_memory_constrained_pca_and_beats_random_directions():
+    X, y = make_coin(n=3000, p=8, seed=2)
+    s = stats_of(X, y, "pooled")
+    w, b = solvers.unit_boundary(*[a for a in (solvers.lda(s).coef, solvers.lda(s).intercept)])
+    c, scatter = solvers.projection_center(s, w, b, "mean")
+    u = solvers.boundary_axes(w[:, None], scatter, 2)[:, 1]
+    assert abs(u @ w) < 1e-14
+    # in-memory reference: top eigenvector of P S P on the rows themselves
+    P = np.eye(8) - np.outer(w, w)
+    Xc = X - c
+    evals, evecs = np.linalg.eigh(P @ (Xc.T @ Xc) @ P)
+    assert abs(abs(evecs[:, -1] @ u) - 1) < 1e-10
+
+    def error(v):
+        R = Xc - np.outer(Xc @ w, w) - np.outer(Xc @ v, v)
+        return np.sum(R**2)
+
+    best = error(u)
+    rng = np.random.default_rng(0)
+    for _ in range(1000):
+        r = rng.normal(size=8)
+        r -= (r @ w) * w
+        r /= np.linalg.norm(r)
+        assert best <= error(r) * (1 + 1e-12)
+
+
+def test_mean_centring_never_loses_to_hyperplane_centring():
+    for seed in range(5):
+        X, y = make_coin(n=1500, p=5, seed=seed, offset=4.0 * seed)
+        s = stats_of(X, y, "pooled")
+        res = solvers.lda(s)
+        w, b = solvers.unit_boundary(res.coef, res.intercept)
+        errors = {}
+        for center in ("mean", "hyperplane"):
+            c, scatter = solvers.projection_center(s, w, b, center)
+            V = solvers.boundary_axes(w[:, None], scatter, 2)
+            R = (X - c) - (X - c) @ V @ V.T
+            errors[center] = np.sum(R**2)
+            np.testing.assert_allclose(
+                solvers.reconstruction_error(s, V.T, c), errors[center], rtol=1e-9)
+        assert errors["mean"] <= errors["hyperplane"] * (1 + 1e-12)
+
+
+def test_multiclass_basis_from_external_coef_spans_pairwise_normals():
+    rng = np.random.default_rng(3)
+    coef = rng.normal(size=(4, 7))
+    W = solvers.boundary_basis(coef)
+    assert W.shape == (7, 3)
+    diffs = (coef[1:] - coef[0]).T
+    assert np.max(subspace_angles(W, diffs)) < 1e-10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"shrinkage": 1.5}, r"'auto', 'oas' or a float in \[0, 1\]"),
+        ({"shrinkage": "ledoit"}, r"'auto', 'oas' or a float in \[0, 1\]"),
+        ({"priors": [0.5, 0.25, 0.25]}, "3 entries but there are 2 classes"),
+        ({"priors": [-0.5, 1.5]}, "non-negative"),
+    ],
+)
+def test_bad_options(kwargs, message):
+    X, y = make_classes(n=50, p=2, seed=8)
+    with pytest.raises(InputError, match=message):
+        solvers.lda(stats_of(X, y, "per_class"), **kwargs)
+
+
+def test_singular_scatter_advises_shrinkage():
+    X, y = make_classes(n=20, p=30, seed=9)
+    with pytest.raises(SingularScatterError, match="use shrinkage.*fewer rows than features"):
+        solvers.lda(stats_of(X, y, "pooled"))
+
+
+def test_single_class_is_refused():
+    with pytest.raises(InputError, match=r"at least two classes; the data hold only \[7\]"):
+        solvers.lda(ClassStats.from_rows(np.random.default_rng(0).normal(size=(9, 2)), [7] * 9))
+
+
+def test_n_components_bounds():
+    with pytest.raises(InputError, match="between 1 and the number of features"):
+        solvers.boundary_axes(np.eye(3)[:, :1], np.eye(3), 4)

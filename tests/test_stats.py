@@ -1,0 +1,222 @@
+import warnings
+
+import numpy as np
+import pytest
+from conftest import make_classes
+
+from streamproj.errors import (
+    BadValuesError,
+    DuplicateBatchWarning,
+    IncompatibleStatsError,
+    InputError,
+    ModelError,
+)
+from streamproj.stats import ClassStats
+
+
+def exact_moments(X, y):
+    """Two-pass float64 reference: per-class counts, means, M2, M21, M22."""
+    X = np.asarray(X, dtype=np.float64)
+    classes = np.unique(y)
+    out = {"classes": classes, "counts": [], "means": [], "m2": [], "m21": [], "m22": []}
+    for k in classes:
+        rows = X[y == k]
+        mu = rows.mean(axis=0)
+        d = rows - mu
+        d -= d.mean(axis=0)  # second pass removes the rounding of the first
+        out["counts"].append(len(rows))
+        out["means"].append(mu)
+        out["m2"].append(d.T @ d)
+        out["m21"].append((d**2).T @ d)
+        out["m22"].append((d**2).T @ (d**2))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def merged(parts):
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def chunked(X, y, size, detail):
+    return merged([ClassStats.from_rows(X[i : i + size], y[i : i + size], detail)
+                   for i in range(0, len(X), size)])
+
+
+def rel(a, b):
+    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+
+
+@pytest.mark.parametrize("detail", ["pooled", "per_class", "fourth"])
+@pytest.mark.parametrize("size", [1, 7, 64, 1000])
+def test_chunked_summary_equals_two_pass(detail, size):
+    X, y = make_classes(n=400, p=4, k=3, seed=1, offset=50.0)
+    ref = exact_moments(X, y)
+    s = chunked(X, y, size, detail)
+    assert s.detail == detail
+    np.testing.assert_array_equal(s.classes, ref["classes"])
+    np.testing.assert_array_equal(s.counts, ref["counts"])
+    assert rel(s.means, ref["means"]) < 1e-13
+    assert rel(s.within, ref["m2"].sum(0)) < 1e-11
+    if detail != "pooled":
+        assert rel(s.class_scatter, ref["m2"]) < 1e-11
+    if detail == "fourth":
+        assert rel(s.comoment22, ref["m22"]) < 1e-11
+        # third moments are near zero for Gaussians: compare on the scale of the data
+        scale = np.max(np.abs(ref["m2"])) ** 1.5 / np.sqrt(len(X))
+        assert np.max(np.abs(s.comoment21 - ref["m21"])) / scale < 1e-10
+
+
+def test_a_plus_b_equals_one_pass_and_is_commutative():
+    X, y = make_classes(n=500, p=5, k=4, seed=2)
+    a = ClassStats.from_rows(X[:180], y[:180], "fourth")
+    b = ClassStats.from_rows(X[180:], y[180:], "fourth")
+    whole = ClassStats.from_rows(X, y, "fourth")
+    for s in (a + b, b + a):
+        assert rel(s.within, whole.within) < 1e-12
+        assert rel(s.class_scatter, whole.class_scatter) < 1e-12
+        assert rel(s.comoment22, whole.comoment22) < 1e-12
+        assert rel(s.means, whole.means) < 1e-14
+
+
+def test_merge_brings_in_a_new_class_and_keeps_disjoint_ones():
+    X, y = make_classes(n=300, p=3, k=3, seed=4)
+    a = ClassStats.from_rows(X[y < 2], y[y < 2], "per_class")
+    b = ClassStats.from_rows(X[y == 2], y[y == 2], "per_class")
+    s = a + b
+    whole = ClassStats.from_rows(X, y, "per_class")
+    np.testing.assert_array_equal(s.classes, [0, 1, 2])
+    assert rel(s.class_scatter, whole.class_scatter) < 1e-12
+    assert rel(s.total, whole.total) < 1e-12
+
+
+def test_iadd_and_update_merge_in_place():
+    X, y = make_classes(n=200, p=3, seed=5)
+    s = ClassStats.from_rows(X[:50], y[:50])
+    s += ClassStats.from_rows(X[50:120], y[50:120])
+    s.update(X[120:], y[120:])
+    assert rel(s.within, ClassStats.from_rows(X, y).within) < 1e-12
+
+
+def test_total_and_between_scatter():
+    X, y = make_classes(n=300, p=4, k=3, seed=6)
+    s = ClassStats.from_rows(X, y)
+    d = X - X.mean(0)
+    assert rel(s.total, d.T @ d) < 1e-12
+    np.testing.assert_allclose(s.mean, X.mean(0), rtol=1e-14)
+
+
+def test_total_moments_from_class_moments():
+    X, y = make_classes(n=300, p=3, k=3, seed=7)
+    n, m2, _, m22 = ClassStats.from_rows(X, y, "fourth").total_moments()
+    d = X - X.mean(0)
+    assert n == 300
+    assert rel(m2, d.T @ d) < 1e-12
+    assert rel(m22, (d**2).T @ (d**2)) < 1e-12
+
+
+def test_float32_input_is_summarised_in_float64():
+    X, y = make_classes(n=300, p=3, seed=8, dtype=np.float32, offset=1e4)
+    s = ClassStats.from_rows(X, y)
+    assert s.means.dtype == np.float64 and s.within.dtype == np.float64
+    ref = exact_moments(X.astype(np.float64), y)
+    assert rel(s.within, ref["m2"].sum(0)) < 1e-10
+
+
+def test_string_labels_and_save_load_roundtrip(tmp_path):
+    X, y = make_classes(n=120, p=3, k=3, seed=9)
+    labels = np.array(["cat", "dog", "eel"])[y]
+    s = ClassStats.from_rows(X, labels, "fourth").stamped()
+    s.save(tmp_path / "s.npz")
+    t = ClassStats.load(tmp_path / "s.npz")
+    np.testing.assert_array_equal(t.classes, ["cat", "dog", "eel"])
+    for name in ("counts", "means", "within", "class_scatter", "comoment21", "comoment22"):
+        np.testing.assert_array_equal(getattr(t, name), getattr(s, name))
+    assert t.batches == s.batches and t.detail == "fourth"
+
+
+def test_load_rejects_missing_and_foreign_files(tmp_path):
+    with pytest.raises(ModelError, match="no ClassStats file"):
+        ClassStats.load(tmp_path / "missing.npz")
+    np.savez(tmp_path / "other.npz", a=np.zeros(3))
+    with pytest.raises(ModelError, match="not a streamproj ClassStats"):
+        ClassStats.load(tmp_path / "other.npz")
+
+
+def test_merging_a_batch_twice_is_a_noop_that_warns():
+    X, y = make_classes(n=100, p=3, seed=10)
+    a = ClassStats.from_rows(X[:60], y[:60]).stamped()
+    b = ClassStats.from_rows(X[60:], y[60:]).stamped()
+    ab = a + b
+    with pytest.warns(DuplicateBatchWarning, match="merged before; not counted again"):
+        again = ab + b
+    np.testing.assert_array_equal(again.counts, ab.counts)
+    np.testing.assert_array_equal(again.within, ab.within)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (a + b).n_samples == 100  # distinct batches merge silently
+
+
+def test_partially_overlapping_batches_refuse_to_merge():
+    X, y = make_classes(n=90, p=3, seed=11)
+    a, b, c = (ClassStats.from_rows(X[i : i + 30], y[i : i + 30]).stamped() for i in (0, 30, 60))
+    with pytest.raises(IncompatibleStatsError, match="count the shared rows twice"):
+        (a + b) + (b + c)
+
+
+def test_feature_count_mismatch_on_merge():
+    a = ClassStats.from_rows(np.ones((4, 3)), [0, 0, 1, 1])
+    b = ClassStats.from_rows(np.ones((4, 2)), [0, 0, 1, 1])
+    with pytest.raises(IncompatibleStatsError, match="3 and 2 features"):
+        a + b
+
+
+def test_string_and_numeric_labels_do_not_merge():
+    a = ClassStats.from_rows(np.ones((2, 2)), ["a", "b"])
+    b = ClassStats.from_rows(np.ones((2, 2)), [0, 1])
+    with pytest.raises(IncompatibleStatsError, match="string labels with numeric"):
+        a + b
+
+
+def test_merge_of_different_details_keeps_the_lesser():
+    X, y = make_classes(n=100, p=3, seed=12)
+    s = ClassStats.from_rows(X[:50], y[:50], "fourth") + ClassStats.from_rows(X[50:], y[50:])
+    assert s.detail == "pooled"
+    with pytest.raises(IncompatibleStatsError, match="detail 'per_class'"):
+        s.covariances()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_values_name_the_first_bad_row(bad):
+    X = np.ones((10, 3))
+    X[7, 1] = bad
+    X[9, 0] = np.nan
+    with pytest.raises(BadValuesError, match="row 107"):
+        ClassStats.from_rows(X, np.arange(10) % 2, row_offset=100)
+
+
+def test_overflow_is_reported_as_such():
+    X = np.full((4, 2), 1e308)
+    with pytest.raises(BadValuesError, match="overflow"):
+        ClassStats.from_rows(X, [0, 1, 0, 1])
+
+
+@pytest.mark.parametrize(
+    ("X", "y", "message"),
+    [
+        (np.ones(5), np.zeros(5), "must be 2-D"),
+        (np.ones((5, 2)), np.zeros(4), "4 labels but X has 5 rows"),
+        (np.ones((5, 2)), np.zeros((5, 1)), "y must be 1-D"),
+        (np.array([["a", "b"]]), np.zeros(1), "real numbers"),
+        (np.ones((3, 2)), np.array([0.0, np.nan, 1.0]), "y has a non-finite value .* row 1"),
+    ],
+)
+def test_bad_shapes_and_types(X, y, message):
+    with pytest.raises(InputError, match=message):
+        ClassStats.from_rows(X, y)
+
+
+def test_unknown_detail_lists_the_choices():
+    with pytest.raises(InputError, match="'pooled', 'per_class', 'fourth'"):
+        ClassStats.from_rows(np.ones((2, 2)), [0, 1], detail="full")
