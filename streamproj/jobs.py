@@ -83,7 +83,7 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None)
     with store.output_group(out, overwrite=overwrite, attrs=attrs) as group:
         sources, targets = [], []
         for name, (arr, dims) in arrays.items():
-            chunks = (rows,) + tuple(arr.shape[1:])
+            chunks = (rows, *tuple(arr.shape[1:]))
             targets.append(store.create_output_array(group, name, arr.shape, chunks, arr.dtype, dims))
             sources.append(arr.rechunk(chunks) if arr.chunks[0][0] != rows else arr)
         store_projection(sources, targets, progress=progress, total=len(arrays["coords"][0].chunks[0]))

@@ -115,7 +115,7 @@ def test_second_axis_is_the_in_memory_constrained_pca_and_beats_random_direction
     # in-memory reference: top eigenvector of P S P on the rows themselves
     P = np.eye(8) - np.outer(w, w)
     Xc = X - c
-    evals, evecs = np.linalg.eigh(P @ (Xc.T @ Xc) @ P)
+    _evals, evecs = np.linalg.eigh(P @ (Xc.T @ Xc) @ P)
     assert abs(abs(evecs[:, -1] @ u) - 1) < 1e-10
 
     def error(v):
