@@ -5,14 +5,58 @@ Each job glues the pure pieces together — :mod:`streamproj.store` for files,
 the command line stays a thin parser around these functions.
 """
 
+import contextlib
 import datetime as _dt
+import hashlib
+import warnings
+from pathlib import Path
 
 import numpy as np
+from scipy.linalg import subspace_angles
 
 from . import store
-from .passes import as_dask_labels, as_dask_rows, project_blocks, store_projection
+from .errors import (
+    DuplicateBatchWarning,
+    IncompatibleStatsError,
+    InputError,
+    ModelError,
+    OutputExistsError,
+    SourceChangedError,
+    StreamprojError,
+)
+from .estimator import BoundaryProjector, load
+from .passes import accumulate, as_dask_labels, as_dask_rows, project_blocks, store_projection
+from .solvers import validate_shrinkage
 
-__all__ = ["project", "projection_arrays"]
+__all__ = [
+    "dask_cluster",
+    "fit_model",
+    "model_info",
+    "project",
+    "project_model",
+    "projection_arrays",
+    "run_job",
+    "update_model",
+]
+
+# Rows read from each end of the merged range to notice a rewritten source.
+_EDGE_ROWS = 256
+
+
+def _now():
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def _context(prefix):
+    """Prefix user errors with where they happened (the file and array)."""
+    try:
+        yield
+    except StreamprojError as exc:
+        text = str(exc)
+        if text.startswith(prefix):
+            raise
+        raise type(exc)(f"{prefix}: {text}") from None
 
 
 def _uniform_rows(X):
@@ -23,15 +67,15 @@ def _uniform_rows(X):
     return X.rechunk((first, -1))
 
 
-def projection_arrays(model, X, y=None):
+def projection_arrays(model, X, y=None, names=("X", "y")):
     """Lazy output arrays of pass 2: coords, decision, predicted (and y).
 
     Returns
     -------
     dict of name to (dask array, dimension names)
     """
-    X = _uniform_rows(as_dask_rows(X, model.chunk_rows))
-    coords = project_blocks(X, model.center_, model.components_)
+    X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
+    coords = project_blocks(X, model.center_, model.components_, names[0])
     coef, intercept = model.coef_, model.intercept_
     if coef.shape[0] == 1:
         # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
@@ -50,11 +94,12 @@ def projection_arrays(model, X, y=None):
         "predicted": (predicted, ("row",)),
     }
     if y is not None:
-        arrays["y"] = (as_dask_labels(y, X.chunks[0], X.shape[0]), ("row",))
+        arrays["y"] = (as_dask_labels(y, X.chunks[0], X.shape[0], names), ("row",))
     return arrays
 
 
-def project(model, X, out, y=None, overwrite=False, progress=False, source=None):
+def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
+            names=("X", "y")):
     """Pass 2: write ``coords`` (n×d), ``decision``, ``predicted`` and ``y`` to a Zarr group.
 
     The group is chunked like the input rows and carries the axes, centre,
@@ -63,7 +108,7 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None)
     appears at ``out`` unless the whole pass succeeds.
     """
     model._check_fitted()
-    arrays = projection_arrays(model, X, y)
+    arrays = projection_arrays(model, X, y, names)
     rows = arrays["coords"][0].chunks[0][0]
     attrs = {
         "streamproj": {
@@ -99,3 +144,268 @@ def _axis_names(model):
     rest = [f"boundary-parallel PC {i + 1}" for i in range(d - len(first))]
     return first + rest
 
+
+
+# ------------------------------------------------------------ stored jobs
+def _source_key(url, x, y):
+    resolved = str(Path(url).resolve()) if store.is_local(url) else str(url)
+    return {"url": resolved, "x": x, "y": y}
+
+
+def _edge_fingerprint(X, y, rows):
+    """Digest of shape, dtype and the first and last merged rows of a source.
+
+    Reading two small slices (not the data) notices a source that was
+    rewritten or truncated; ``verify=True`` re-reads all merged rows instead.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{X.shape[1]}|{X.dtype}|{y.dtype}|{rows}".encode())
+    k = min(_EDGE_ROWS, rows)
+    for part in (X[:k], X[rows - k : rows], y[:k], y[rows - k : rows]):
+        h.update(np.ascontiguousarray(np.asarray(part)).tobytes())
+    return h.hexdigest()
+
+
+def _open(url, x, y, require_y=True):
+    with _context(str(url)):
+        return store.open_input(url, x, y, require_y=require_y)
+
+
+def _names(url, x, y):
+    return (f"{url}/{x}", f"{url}/{y}")
+
+
+def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
+              progress=False):
+    """Fit a new model from a Zarr input and save it; returns a report dict."""
+    model_path = Path(model_path)
+    with store.model_lock(model_path):
+        if model_path.exists() and not overwrite:
+            msg = (f"model {model_path} exists; use 'streamproj update' to merge new rows, "
+                   "or --overwrite to refit from scratch")
+            raise OutputExistsError(msg)
+        X, Y = _open(input_url, x, y)
+        model = BoundaryProjector(**(params or {}), progress=progress)
+        with _context(str(input_url)):
+            model.fit(X, Y)
+        source = {**_source_key(input_url, x, y), "rows": int(X.shape[0]),
+                  "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": _now()}
+        history = [{"event": "fit", "time": _now(), "rows_added": int(X.shape[0]),
+                    "n_samples": model.stats_.n_samples, "source": source["url"]}]
+        # Refitting over an existing model writes a new version of it (atomic, like an update).
+        version = store.write_model(model_path, model.to_meta({"sources": [source], "history": history}),
+                                    model.stats_, model._solution())
+    return {"status": "fitted", "model": str(model_path), "version": version,
+            "rows": int(X.shape[0]), "classes": model.classes_.tolist(),
+            "counts": model.stats_.counts.tolist(), "model_id": model.model_id_}
+
+
+def _drift(old, new):
+    """How far an update moved the model: normal angle and principal angles, in degrees."""
+    out = {}
+    if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
+        cos = float(np.clip(old.components_[0] @ new.components_[0], -1.0, 1.0))
+        out["normal_angle_deg"] = float(np.degrees(np.arccos(cos)))
+    if old.components_.shape == new.components_.shape:
+        angles = subspace_angles(old.components_.T, new.components_.T)
+        out["axes_angles_deg"] = sorted(np.degrees(angles).tolist())
+    return out
+
+
+def update_model(model_path, input_url, x="X", y="y", progress=False, verify=False):
+    """Merge the rows of a source that the model has not seen; returns a report dict.
+
+    Rows merged before (same resolved URL and arrays) are skipped, so the same
+    update twice changes nothing and an appended array merges only its new
+    rows. A source whose merged rows changed is refused with the model untouched.
+    """
+    model_path = Path(model_path)
+    with store.model_lock(model_path):
+        with _context(str(model_path)):
+            meta, stats, solution = store.read_model(model_path)
+        old = BoundaryProjector.from_saved(meta, stats, solution)
+        X, Y = _open(input_url, x, y)
+        names = _names(input_url, x, y)
+        if X.shape[1] != old.n_features_in_:
+            msg = (f"{names[0]} has {X.shape[1]} features but model {model_path} was fitted on "
+                   f"{old.n_features_in_}")
+            raise IncompatibleStatsError(msg)
+        key = _source_key(input_url, x, y)
+        sources = list(meta.get("sources", []))
+        record = next((s for s in sources if all(s[k] == key[k] for k in key)), None)
+        start = record["rows"] if record else 0
+        if record:
+            if X.shape[0] < start:
+                msg = (f"{names[0]} has {X.shape[0]} rows but {start} were merged before: rows were "
+                       "removed; refit the model from its sources")
+                raise SourceChangedError(msg)
+            if _edge_fingerprint(X, Y, start) != record["edges"]:
+                msg = (f"the first {start} rows of {names[0]} (merged on {record['merged']}) have "
+                       "changed since; refit the model, or write new rows to a new array")
+                raise SourceChangedError(msg)
+            if verify:
+                _verify_rows(old, X, Y, start, record, names, progress)
+        n_new = int(X.shape[0]) - start
+        if n_new == 0:
+            return {"status": "unchanged", "model": str(model_path), "version": meta["version"],
+                    "rows_added": 0,
+                    "message": f"{input_url}: all {start} rows were merged before; model unchanged"}
+        rows = as_dask_rows(X, name=names[0])
+        labels = as_dask_labels(Y, rows.chunks[0], X.shape[0], names)
+        with _context(str(input_url)):
+            batch = accumulate(rows[start:], labels[start:], old._detail(), progress=progress,
+                               row_offset=start, names=names)
+        new = BoundaryProjector.from_saved(meta, stats, solution)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DuplicateBatchWarning)
+            with _context(str(input_url)):
+                new.partial_fit_stats(batch)
+        duplicate = any(issubclass(w.category, DuplicateBatchWarning) for w in caught)
+        if duplicate:
+            return {"status": "unchanged", "model": str(model_path), "version": meta["version"],
+                    "rows_added": 0,
+                    "message": f"{input_url}: these {n_new} rows are identical to a batch merged "
+                               "before; not counted twice, model unchanged"}
+        added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
+        drift = _drift(old, new)
+        entry = {**key, "rows": int(X.shape[0]), "edges": _edge_fingerprint(X, Y, X.shape[0]),
+                 "merged": _now()}
+        sources = [s for s in sources if s is not record] + [entry]
+        history = [*meta.get("history", []), {
+            "event": "update", "time": _now(), "source": key["url"], "rows_added": n_new,
+            "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift}]
+        version = store.write_model(model_path, new.to_meta({"sources": sources, "history": history}),
+                                    new.stats_, new._solution())
+    return {"status": "updated", "model": str(model_path), "version": version,
+            "rows_added": n_new, "n_samples": new.stats_.n_samples,
+            "new_classes": added_classes, **drift}
+
+
+def _verify_rows(model, X, Y, start, record, names, progress):
+    """Re-read the merged rows and check they still summarise into a sub-batch of the model."""
+    with _context(names[0]):
+        again = accumulate(X[:start], Y[:start], "pooled", progress=progress, names=names)
+    held = model.stats_
+    for label, count in zip(again.classes.tolist(), again.counts.tolist(), strict=True):
+        idx = np.flatnonzero(held.classes == label)
+        if idx.size == 0 or held.counts[idx[0]] < count:
+            msg = (f"the first {start} rows of {names[0]} (merged on {record['merged']}) have "
+                   "changed since; refit the model")
+            raise SourceChangedError(msg)
+
+
+def project_model(model_path, input_url, out, x="X", y="y", overwrite=False, progress=False):
+    """Project a Zarr input with a saved model into a Zarr output group."""
+    with _context(str(model_path)):
+        model = load(model_path)
+    X, Y = _open(input_url, x, y, require_y=False)
+    with _context(str(input_url)):
+        project(model, X, out, y=Y, overwrite=overwrite, progress=progress,
+                source=_source_key(input_url, x, y)["url"], names=_names(input_url, x, y))
+    return {"status": "projected", "output": str(out), "rows": int(X.shape[0]),
+            "n_components": int(model.components_.shape[0]), "model_id": model.model_id_}
+
+
+def model_info(model_path):
+    """The JSON-ready description of a saved model."""
+    meta, stats, solution = store.read_model(model_path)
+    info = {k: meta.get(k) for k in ("model_id", "version", "streamproj_version", "saved",
+                                     "classes", "counts", "n_features", "n_components",
+                                     "summary_detail")}
+    info["n_samples"] = stats.n_samples
+    params = meta.get("params", {})
+    info["shrinkage"] = params.get("shrinkage")
+    info["center"] = params.get("center")
+    coef = solution["coef"]
+    info["boundary"] = {
+        "source": "LDA" if params.get("boundary") is None else params["boundary"].get("source"),
+        "coef": coef.tolist(),
+        "intercept": solution["intercept"].tolist(),
+        "unit_normal": (coef[0] / np.linalg.norm(coef[0])).tolist() if coef.shape[0] == 1 else None,
+    }
+    info["components"] = solution["components"].tolist()
+    info["center_point"] = solution["center"].tolist()
+    info["sources"] = [{k: v for k, v in s.items() if k != "edges"} for s in meta.get("sources", [])]
+    info["history"] = meta.get("history", [])
+    return info
+
+
+@contextlib.contextmanager
+def dask_cluster(scheduler=None, slurm=None):
+    """Run the passes on a dask.distributed cluster for the duration of the block.
+
+    ``scheduler``: the address of a running scheduler. ``slurm``: a
+    :class:`~streamproj.config.SlurmConfig`; workers are started as SLURM jobs
+    with dask-jobqueue. Neither: Dask's local threaded scheduler.
+    """
+    if scheduler is None and slurm is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        msg = "running on a cluster needs dask.distributed: pip install 'streamproj[distributed]'"
+        raise InputError(msg) from None
+    cluster = None
+    if slurm is not None:
+        cluster = slurm_cluster(slurm)
+        cluster.scale(jobs=slurm.jobs)
+        target = cluster
+    else:
+        target = scheduler
+    try:
+        client = Client(target, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        if cluster is not None:
+            cluster.close()
+        msg = f"cannot reach the dask scheduler at {scheduler or 'SLURM cluster'}: {exc}"
+        raise InputError(msg) from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def slurm_cluster(slurm):
+    """A dask-jobqueue ``SLURMCluster`` from a config section (no jobs submitted yet)."""
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        msg = "SLURM jobs need dask-jobqueue: pip install 'streamproj[slurm]'"
+        raise InputError(msg) from None
+    kwargs = {k: v for k, v in vars(slurm).items() if k != "jobs" and v is not None}
+    return SLURMCluster(**kwargs)
+
+
+def model_exists(model_path):
+    try:
+        store.read_model(model_path)
+    except ModelError:
+        return False
+    return True
+
+
+def run_job(config, progress=None):
+    """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project."""
+    show = config.run.progress if progress is None else progress
+    inp, mod, out = config.input, config.model, config.output
+    reports = []
+    with dask_cluster(config.dask.scheduler, config.dask.slurm):
+        mode = mod.mode
+        if mode == "auto":
+            mode = "update" if model_exists(mod.path) else "fit"
+        if mode == "fit":
+            params = {"n_components": mod.n_components,
+                      "shrinkage": validate_shrinkage(mod.shrinkage),
+                      "center": mod.center, "boundary": mod.boundary,
+                      "keep_class_scatter": mod.keep_class_scatter}
+            reports.append(fit_model(inp.path, mod.path, inp.x, inp.y, params,
+                                     overwrite=mod.mode == "fit", progress=bool(show)))
+        else:
+            reports.append(update_model(mod.path, inp.path, inp.x, inp.y, progress=bool(show)))
+        if out.path:
+            reports.append(project_model(mod.path, out.input or inp.path, out.path, inp.x, inp.y,
+                                         overwrite=out.overwrite, progress=bool(show)))
+    return reports

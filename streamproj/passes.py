@@ -74,35 +74,36 @@ def as_dask_rows(X, chunk_rows=None, name="X"):
     return arr
 
 
-def as_dask_labels(y, row_chunks, n_rows):
+def as_dask_labels(y, row_chunks, n_rows, names=("X", "y")):
     """y as a 1-D dask array whose chunks line up with the rows of X."""
+    xname, yname = names
     if not isinstance(y, da.Array):
         if not hasattr(y, "shape") or not hasattr(y, "dtype"):
             y = np.asarray(y)
             if y.dtype == object:
                 y = y.astype(str)
         if y.ndim == 1 and y.shape[0] != n_rows:
-            msg = f"y has {y.shape[0]} labels but X has {n_rows} rows; they must match"
+            msg = f"{yname} has {y.shape[0]} labels but {xname} has {n_rows} rows; they must match"
             raise InputError(msg)
         if y.ndim != 1:
-            msg = f"y must be 1-D with one label per row; got shape {tuple(y.shape)}"
+            msg = f"{yname} must be 1-D with one label per row; got shape {tuple(y.shape)}"
             raise InputError(msg)
         y = da.from_array(y, chunks=(row_chunks,), lock=False, asarray=True, fancy=False)
     if y.ndim != 1:
-        msg = f"y must be 1-D with one label per row; got shape {tuple(y.shape)}"
+        msg = f"{yname} must be 1-D with one label per row; got shape {tuple(y.shape)}"
         raise InputError(msg)
     if np.isnan(y.shape[0]):
         y = y.compute_chunk_sizes()
     if y.shape[0] != n_rows:
-        msg = f"y has {y.shape[0]} labels but X has {n_rows} rows; they must match"
+        msg = f"{yname} has {y.shape[0]} labels but {xname} has {n_rows} rows; they must match"
         raise InputError(msg)
     if y.chunks[0] != tuple(row_chunks):
         y = y.rechunk((row_chunks,))
     return y
 
 
-def _chunk_stats(X, y, detail, offset):
-    return ClassStats.from_rows(X, y, detail, row_offset=offset)
+def _chunk_stats(X, y, detail, offset, names):
+    return ClassStats.from_rows(X, y, detail, row_offset=offset, names=names)
 
 
 def _merge_all(*parts):
@@ -116,7 +117,8 @@ def _offsets(chunks):
     return np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(int).tolist()
 
 
-def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False):
+def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offset=0,
+               names=("X", "y")):
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
     Parameters
@@ -131,23 +133,27 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False):
         Rows per chunk (default: the input's own chunking, or ~64 MiB).
     progress : bool
         Show a progress bar over chunks on stderr.
+    row_offset : int
+        Global index of the first row (when X is a slice), for error messages.
+    names : (str, str)
+        What to call X and y in error messages.
 
     Returns
     -------
     ClassStats
         Stamped as one batch, so merging it into a summary twice is detected.
     """
-    X = as_dask_rows(X, chunk_rows)
-    y = as_dask_labels(y, X.chunks[0], X.shape[0])
+    X = as_dask_rows(X, chunk_rows, names[0])
+    y = as_dask_labels(y, X.chunks[0], X.shape[0], names)
     if X.shape[0] == 0:
-        msg = "X has no rows"
+        msg = f"{names[0]} has no rows"
         raise InputError(msg)
-    token = tokenize(X, y, detail)
+    token = tokenize(X, y, detail, row_offset, names)
     xs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     parts = [
         dask.delayed(_chunk_stats, pure=True)(
-            xb, yb, detail, off, dask_key_name=f"streamproj-summary-{token}-{i}"
+            xb, yb, detail, row_offset + off, names, dask_key_name=f"streamproj-summary-{token}-{i}"
         )
         for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
     ]
@@ -166,22 +172,14 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False):
     return stats.stamped()
 
 
-def _project_block(block, center, components):
+def _project_block(block, center, components, name, row_offset, block_info=None):
     block = np.asarray(block)
-    check_finite(block)  # global row numbers are filled in by _project_checked
+    start = block_info[0]["array-location"][0][0] if block_info else 0
+    check_finite(block, row_offset + start, name)
     return np.subtract(block, center, dtype=np.float64) @ components.T
 
 
-def _project_checked(block, center, components, block_info=None):
-    offset = block_info[0]["array-location"][0][0] if block_info else 0
-    try:
-        return _project_block(block, center, components)
-    except InputError:
-        check_finite(np.asarray(block), row_offset=offset)
-        raise
-
-
-def project_blocks(X, center, components):
+def project_blocks(X, center, components, name="X", row_offset=0):
     """Lazy ``(X - center) @ componentsᵀ`` in float64, chunk by chunk.
 
     NaN/inf rows raise :class:`~streamproj.errors.BadValuesError` naming the row.
@@ -189,12 +187,14 @@ def project_blocks(X, center, components):
     center = np.asarray(center, dtype=np.float64)
     components = np.asarray(components, dtype=np.float64)
     if X.shape[1] != components.shape[1]:
-        msg = f"X has {X.shape[1]} features but the model was fitted on {components.shape[1]}"
+        msg = f"{name} has {X.shape[1]} features but the model was fitted on {components.shape[1]}"
         raise InputError(msg)
     return X.map_blocks(
-        _project_checked,
+        _project_block,
         center,
         components,
+        name,
+        row_offset,
         dtype=np.float64,
         chunks=(X.chunks[0], (components.shape[0],)),
         name=f"streamproj-project-{tokenize(X, center, components)}",

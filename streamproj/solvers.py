@@ -29,6 +29,7 @@ __all__ = [
     "linear_decision",
     "needed_detail",
     "oas_covariance",
+    "pca_axes",
     "projection_center",
     "qda",
     "qda_log_posterior",
@@ -486,6 +487,12 @@ def projection_center(stats, w, b, center):
         return x0, stats.total + stats.n_samples * np.outer(dev, dev)
     msg = f"center must be 'mean' or 'hyperplane'; got {center!r}"
     raise InputError(msg)
+
+
+def pca_axes(scatter, n_components=2):
+    """Ordinary PCA: the top eigenvectors of a scatter matrix, as rows (n_components, p)."""
+    _, evecs = linalg.eigh(scatter)
+    return _flip_signs(evecs[:, ::-1][:, :n_components]).T
 
 
 def reconstruction_error(stats, components, center):

@@ -75,21 +75,22 @@ def check_matrix(X, name="X"):
         raise InputError(msg)
 
 
-def _as_labels(y, n_rows, row_offset=0):
+def _as_labels(y, n_rows, row_offset=0, names=("X", "y")):
     """Validate a label vector and return it as a plain (non-object) numpy array."""
     y = np.asarray(y)
+    xname, yname = names
     if y.ndim != 1:
-        msg = f"y must be 1-D with one label per row; got shape {y.shape}"
+        msg = f"{yname} must be 1-D with one label per row; got shape {y.shape}"
         raise InputError(msg)
     if y.shape[0] != n_rows:
-        msg = f"y has {y.shape[0]} labels but X has {n_rows} rows; they must match"
+        msg = f"{yname} has {y.shape[0]} labels but {xname} has {n_rows} rows; they must match"
         raise InputError(msg)
     if y.dtype == object:
         y = y.astype(str)
     if y.dtype.kind == "f":
-        check_finite(y, row_offset, what="y")
+        check_finite(y, row_offset, what=yname)
     if y.dtype.kind not in "biufUS":
-        msg = f"y must hold integers, floats, booleans or strings; got dtype {y.dtype}"
+        msg = f"{yname} must hold integers, floats, booleans or strings; got dtype {y.dtype}"
         raise InputError(msg)
     return y
 
@@ -283,7 +284,7 @@ class ClassStats:
         )
 
     @classmethod
-    def from_rows(cls, X, y, detail="pooled", row_offset=0):
+    def from_rows(cls, X, y, detail="pooled", row_offset=0, names=("X", "y")):
         """Summarise rows held in memory (one chunk of the streaming pass).
 
         Parameters
@@ -295,11 +296,13 @@ class ClassStats:
         detail : {"pooled", "per_class", "fourth"}
         row_offset : int
             Global index of ``X[0]``, used in error messages only.
+        names : (str, str)
+            What to call X and y in error messages (e.g. ``"data.zarr/X"``).
         """
         _check_detail(detail)
         X = np.asarray(X)
-        check_matrix(X)
-        y = _as_labels(y, X.shape[0], row_offset)
+        check_matrix(X, names[0])
+        y = _as_labels(y, X.shape[0], row_offset, names)
         if X.shape[0] == 0:
             return cls.empty(X.shape[1], detail, y.dtype)
         # The float64 mean is one cheap pass; it is the shift that keeps the
@@ -307,8 +310,8 @@ class ClassStats:
         with np.errstate(over="ignore"):  # reported below as a clear error
             shift = X.mean(axis=0, dtype=np.float64)
         if not np.isfinite(shift).all():
-            check_finite(X, row_offset)
-            msg = f"X rows {row_offset}..{row_offset + X.shape[0] - 1} overflow float64 when summed"
+            check_finite(X, row_offset, names[0])
+            msg = f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} overflow float64 when summed"
             raise BadValuesError(msg)
         classes, inverse = np.unique(y, return_inverse=True)
         inverse = inverse.reshape(-1)

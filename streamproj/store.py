@@ -38,6 +38,7 @@ __all__ = [
     "is_local",
     "model_lock",
     "open_input",
+    "open_output",
     "output_group",
     "read_boundary",
     "read_model",
@@ -170,6 +171,15 @@ def _replace_dir(src, dest):
     os.rename(dest, old)
     os.rename(src, dest)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def open_output(url):
+    """Open a projection written by ``streamproj project`` for reading."""
+    group = _open_group(url, "r")
+    if "coords" not in group:
+        msg = f"{url} is not a streamproj projection (no 'coords' array)"
+        raise InputError(msg)
+    return group
 
 
 def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):

@@ -1,0 +1,191 @@
+"""The ``streamproj`` command: parse, call the library, print. Exit 0 on success, 2 on bad input."""
+
+import argparse
+import json
+import sys
+import warnings
+
+from . import __version__, jobs
+from .config import load_config
+from .errors import StreamprojError
+from .solvers import validate_shrinkage
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        # One line, as for every other user error (argparse would add the usage block).
+        sys.stderr.write(f"streamproj: error: {message} (see '{self.prog} --help')\n")
+        sys.exit(2)
+
+
+def _shrinkage(text):
+    try:
+        return validate_shrinkage(text)
+    except StreamprojError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common(p, compute=True):
+    if compute:
+        p.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on this dask.distributed scheduler (e.g. tcp://host:8786)")
+        p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bars over chunks (default: on when stderr is a terminal)")
+
+
+def _input_args(p):
+    p.add_argument("--x", default="X", metavar="NAME", help="array of rows in INPUT (default: X)")
+    p.add_argument("--y", default="y", metavar="NAME", help="array of labels in INPUT (default: y)")
+
+
+def build_parser():
+    parser = _Parser(
+        prog="streamproj",
+        description="Boundary-preserving projections of labelled Zarr data larger than memory.",
+    )
+    parser.add_argument("--version", action="version", version=f"streamproj {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("fit", help="summarise INPUT in one pass, solve, and save a model")
+    p.add_argument("input", metavar="INPUT", help="Zarr group (path or URL) with X and y")
+    p.add_argument("--model", required=True, metavar="MODEL", help="model directory to write")
+    _input_args(p)
+    p.add_argument("--n-components", type=int, default=2, metavar="D", help="projection axes (default 2)")
+    p.add_argument("--shrinkage", type=_shrinkage, default=None, metavar="none|auto|oas|FLOAT",
+                   help="within-class covariance shrinkage (default none)")
+    p.add_argument("--center", choices=["mean", "hyperplane"], default="mean",
+                   help="centring of the boundary-parallel PCA (default mean)")
+    p.add_argument("--boundary", metavar="FILE",
+                   help="JSON/NPZ with coef and intercept of a linear classifier to keep instead of LDA")
+    p.add_argument("--keep-class-scatter", action="store_true",
+                   help="keep per-class scatter matrices (needed for QDA)")
+    p.add_argument("--overwrite", action="store_true", help="refit over an existing model")
+    _common(p)
+    p.set_defaults(func=_fit)
+
+    p = sub.add_parser("update", help="merge the rows of INPUT that MODEL has not seen")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("input", metavar="INPUT")
+    _input_args(p)
+    p.add_argument("--verify", action="store_true",
+                   help="re-read rows merged before to check they are unchanged (slow)")
+    _common(p)
+    p.set_defaults(func=_update)
+
+    p = sub.add_parser("project", help="write the projected coordinates of INPUT to Zarr")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("input", metavar="INPUT")
+    p.add_argument("--output", required=True, metavar="OUT", help="Zarr group to write")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    _input_args(p)
+    _common(p)
+    p.set_defaults(func=_project)
+
+    p = sub.add_parser("run", help="run a job from a TOML config: fit or update, then project")
+    p.add_argument("config", metavar="CONFIG.toml")
+    _common(p)
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("info", help="print a model's description as JSON")
+    p.add_argument("model", metavar="MODEL")
+    p.set_defaults(func=_info)
+
+    from .plot import add_plot_parser  # matplotlib is only imported when plotting
+
+    add_plot_parser(sub, _common)
+    from .demo import add_demo_parser
+
+    add_demo_parser(sub, _common)
+    return parser
+
+
+def _progress(args):
+    if args.progress is not None:
+        return args.progress
+    return sys.stderr.isatty()
+
+
+def _fit(args):
+    params = {"n_components": args.n_components, "shrinkage": args.shrinkage,
+              "center": args.center, "boundary": args.boundary,
+              "keep_class_scatter": args.keep_class_scatter}
+    report = jobs.fit_model(args.input, args.model, args.x, args.y, params,
+                            overwrite=args.overwrite, progress=_progress(args))
+    counts = ", ".join(f"{c}: {n:,}" for c, n in zip(report["classes"], report["counts"], strict=True))
+    print(f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows ({counts})")
+
+
+def _describe_update(report):
+    if report["status"] == "unchanged":
+        return report["message"]
+    parts = [f"updated {report['model']} ({report['version']}): +{report['rows_added']:,} rows, "
+             f"{report['n_samples']:,} in all"]
+    if report.get("new_classes"):
+        parts.append(f"new classes: {', '.join(map(str, report['new_classes']))}")
+    if "normal_angle_deg" in report:
+        parts.append(f"boundary normal moved {report['normal_angle_deg']:.4g}°")
+    if "axes_angles_deg" in report:
+        parts.append("axes principal angles " + ", ".join(f"{a:.4g}°" for a in report["axes_angles_deg"]))
+    return "; ".join(parts)
+
+
+def _update(args):
+    print(_describe_update(jobs.update_model(args.model, args.input, args.x, args.y,
+                                             progress=_progress(args), verify=args.verify)))
+
+
+def _project(args):
+    report = jobs.project_model(args.model, args.input, args.output, args.x, args.y,
+                                overwrite=args.overwrite, progress=_progress(args))
+    print(f"wrote {report['output']}: coords ({report['rows']:,} x {report['n_components']}), "
+          "decision, predicted")
+
+
+def _run(args):
+    config = load_config(args.config)
+    if args.scheduler:
+        from dataclasses import replace
+
+        config = replace(config, dask=replace(config.dask, scheduler=args.scheduler, slurm=None))
+    for report in jobs.run_job(config, progress=args.progress):
+        if report["status"] in ("updated", "unchanged"):
+            print(_describe_update(report))
+        elif report["status"] == "fitted":
+            print(f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows")
+        else:
+            print(f"wrote {report['output']}: coords ({report['rows']:,} x {report['n_components']})")
+
+
+def _info(args):
+    print(json.dumps(jobs.model_info(args.model), indent=2))
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    sys.stderr.write(f"streamproj: warning: {_one_line(message)}\n")
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning
+    try:
+        scheduler = getattr(args, "scheduler", None) if args.command != "run" else None
+        with jobs.dask_cluster(scheduler):
+            args.func(args)
+    except StreamprojError as exc:
+        sys.stderr.write(f"streamproj: error: {_one_line(exc)}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("streamproj: interrupted\n")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from conftest import make_classes, make_coin, write_zarr
+
+import streamproj as sp
+from streamproj import jobs
+from streamproj.errors import BadValuesError, OutputExistsError
+
+
+def test_project_writes_coords_decision_and_labels(tmp_path):
+    X, y = make_coin(n=1000)
+    group = write_zarr(tmp_path / "in.zarr", X, y, chunk_rows=128)
+    m = sp.BoundaryProjector(n_components=3).fit(group["X"], group["y"])
+    jobs.project(m, group["X"], tmp_path / "out.zarr", y=group["y"])
+    out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+    np.testing.assert_allclose(out["coords"][:], m.transform(X), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(out["decision"][:], m.decision_function(X), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(out["predicted"][:], m.predict(X))
+    np.testing.assert_array_equal(out["y"][:], y)
+    assert out["coords"].chunks == (128, 3)
+    attrs = out.attrs["streamproj"]
+    assert attrs["model_id"] == m.model_id_
+    np.testing.assert_array_equal(attrs["components"], m.components_)
+    assert out.attrs["axis_names"][:2] == ["signed distance to boundary", "boundary-parallel PC 1"]
+    assert out.attrs["complete"] is True
+
+
+def test_output_opens_in_xarray_with_named_dimensions(tmp_path):
+    X, y = make_classes(n=300, p=4, k=3, seed=1)
+    m = sp.BoundaryProjector().fit(X, y)
+    jobs.project(m, X, tmp_path / "out.zarr", y=y)
+    ds = xr.open_zarr(tmp_path / "out.zarr")
+    assert ds["coords"].dims == ("row", "component")
+    assert ds["decision"].dims == ("row", "class")
+    assert ds["y"].dims == ("row",)
+
+
+def test_existing_output_needs_overwrite(tmp_path):
+    X, y = make_coin(n=200)
+    m = sp.BoundaryProjector().fit(X, y)
+    jobs.project(m, X, tmp_path / "out.zarr")
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        jobs.project(m, X, tmp_path / "out.zarr")
+    jobs.project(m, X * 2, tmp_path / "out.zarr", overwrite=True)
+    out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+    np.testing.assert_allclose(out["coords"][:], m.transform(X * 2), rtol=1e-13)
+
+
+def test_failed_projection_leaves_nothing_and_keeps_the_old_output(tmp_path):
+    X, y = make_coin(n=500)
+    m = sp.BoundaryProjector(chunk_rows=50).fit(X, y)
+    jobs.project(m, X, tmp_path / "out.zarr")
+    bad = X.copy()
+    bad[437, 1] = np.inf
+    with pytest.raises(BadValuesError, match="row 437"):
+        jobs.project(m, bad, tmp_path / "fresh.zarr")
+    assert not (tmp_path / "fresh.zarr").exists()
+    with pytest.raises(BadValuesError, match="row 437"):
+        jobs.project(m, bad, tmp_path / "out.zarr", overwrite=True)
+    out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+    np.testing.assert_allclose(out["coords"][:], m.transform(X), rtol=1e-13)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
