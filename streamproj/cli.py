@@ -126,6 +126,8 @@ def _describe_update(report):
         parts.append(f"new classes: {', '.join(map(str, report['new_classes']))}")
     if "normal_angle_deg" in report:
         parts.append(f"boundary normal moved {report['normal_angle_deg']:.4g}°")
+    if "boundary_angles_deg" in report:
+        parts.append("boundary directions moved " + ", ".join(f"{a:.4g}°" for a in report["boundary_angles_deg"]))
     if "axes_angles_deg" in report:
         parts.append("axes principal angles " + ", ".join(f"{a:.4g}°" for a in report["axes_angles_deg"]))
     return "; ".join(parts)

@@ -125,7 +125,8 @@ class BoundaryProjector:
         self.progress = progress
 
     # ------------------------------------------------------------ fitting
-    def _detail(self):
+    def summary_detail(self):
+        """The ClassStats detail these parameters need ("pooled", "per_class" or "fourth")."""
         shrinkage = solvers.validate_shrinkage(self.shrinkage)
         if self.boundary is not None:
             return "per_class" if self.keep_class_scatter else "pooled"
@@ -159,7 +160,7 @@ class BoundaryProjector:
             if X.shape[1] != self.stats_.n_features:
                 msg = f"X has {X.shape[1]} features but the model was fitted on {self.stats_.n_features}"
                 raise InputError(msg)
-        batch = accumulate(X, y, self._detail(), self.chunk_rows, self.progress)
+        batch = accumulate(X, y, self.summary_detail(), self.chunk_rows, self.progress)
         return self.partial_fit_stats(batch)
 
     def partial_fit_stats(self, stats):

@@ -187,7 +187,8 @@ def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
         X, Y = _open(input_url, x, y)
         model = BoundaryProjector(**(params or {}), progress=progress)
         with _context(str(input_url)):
-            model.fit(X, Y)
+            model.fit_stats(accumulate(X, Y, model.summary_detail(), progress=progress,
+                                       names=_names(input_url, x, y)))
         source = {**_source_key(input_url, x, y), "rows": int(X.shape[0]),
                   "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": _now()}
         history = [{"event": "fit", "time": _now(), "rows_added": int(X.shape[0]),
@@ -206,6 +207,10 @@ def _drift(old, new):
     if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
         cos = float(np.clip(old.components_[0] @ new.components_[0], -1.0, 1.0))
         out["normal_angle_deg"] = float(np.degrees(np.arccos(cos)))
+    elif old.coef_.shape[0] == new.coef_.shape[0]:
+        r = min(old.coef_.shape[0] - 1, old.components_.shape[0])
+        angles = subspace_angles(old.components_[:r].T, new.components_[:r].T)
+        out["boundary_angles_deg"] = sorted(np.degrees(angles).tolist())
     if old.components_.shape == new.components_.shape:
         angles = subspace_angles(old.components_.T, new.components_.T)
         out["axes_angles_deg"] = sorted(np.degrees(angles).tolist())
@@ -253,7 +258,7 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
         rows = as_dask_rows(X, name=names[0])
         labels = as_dask_labels(Y, rows.chunks[0], X.shape[0], names)
         with _context(str(input_url)):
-            batch = accumulate(rows[start:], labels[start:], old._detail(), progress=progress,
+            batch = accumulate(rows[start:], labels[start:], old.summary_detail(), progress=progress,
                                row_offset=start, names=names)
         new = BoundaryProjector.from_saved(meta, stats, solution)
         with warnings.catch_warnings(record=True) as caught:

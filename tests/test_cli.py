@@ -1,0 +1,265 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import zarr
+from conftest import make_classes, write_zarr
+
+import streamproj as sp
+from streamproj.cli import main
+
+
+@pytest.fixture
+def batches(tmp_path):
+    X, y = make_classes(n=1500, p=5, k=3, seed=30)
+    parts = {"A": slice(0, 600), "B": slice(600, 1000), "C": slice(1000, 1500)}
+    for name, rows in parts.items():
+        write_zarr(tmp_path / f"{name}.zarr", X[rows], y[rows], chunk_rows=64)
+    return tmp_path, X, y, parts
+
+
+def run(*argv):
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's usage errors
+        return exc.code
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("streamproj: error: ")
+    return err[0]
+
+
+def model_equals_fit(model_dir, X, y, tol=1e-10):
+    got = sp.load(model_dir)
+    ref = sp.BoundaryProjector().fit(X, y)
+    for name in ("coef_", "intercept_", "components_", "center_"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert np.max(np.abs(a - b)) <= tol * np.max(np.abs(b)), name
+
+
+def test_fit_project_roundtrip(batches, capsys):
+    d, X, y, parts = batches
+    assert run("fit", d / "A.zarr", "--model", d / "m", "--n-components", 3) == 0
+    assert run("project", d / "m", d / "A.zarr", "--output", d / "out.zarr") == 0
+    out = zarr.open_group(str(d / "out.zarr"), mode="r")
+    model = sp.load(d / "m")
+    np.testing.assert_allclose(out["coords"][:], model.transform(X[parts["A"]]), rtol=1e-13, atol=1e-13)
+    assert "fitted" in capsys.readouterr().out
+
+
+def test_updates_merge_only_new_rows(batches, capsys):
+    d, X, y, parts = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    assert run("update", d / "m", d / "B.zarr") == 0
+    out = capsys.readouterr().out
+    assert "+400 rows" in out and "boundary directions moved" in out and "principal angles" in out
+    model_equals_fit(d / "m", X[:1000], y[:1000])
+    version = sp.load(d / "m").meta_["version"]
+    assert run("update", d / "m", d / "B.zarr") == 0
+    assert "model unchanged" in capsys.readouterr().out
+    assert sp.load(d / "m").meta_["version"] == version
+    # append batch C's rows to B's arrays: only they are merged
+    group = zarr.open_group(str(d / "B.zarr"), mode="a")
+    n_b = group["X"].shape[0]
+    group["X"].resize((n_b + 500, 5))
+    group["y"].resize((n_b + 500,))
+    group["X"][n_b:] = X[parts["C"]]
+    group["y"][n_b:] = y[parts["C"]]
+    assert run("update", d / "m", d / "B.zarr") == 0
+    assert "+500 rows" in capsys.readouterr().out
+    model_equals_fit(d / "m", X, y)
+    info = json.loads((capsys.readouterr(), run("info", d / "m"), capsys.readouterr().out)[2])
+    assert info["n_samples"] == 1500 and len(info["history"]) == 3
+    assert [s["rows"] for s in info["sources"]] == [600, 900]
+
+
+def test_update_refuses_changed_rows_and_keeps_the_model(batches, capsys):
+    d, X, y, parts = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    group = zarr.open_group(str(d / "A.zarr"), mode="a")
+    group["X"][0, 0] = 99.0
+    assert run("update", d / "m", d / "A.zarr") == 2
+    assert "have changed since" in one_error_line(capsys)
+    model_equals_fit(d / "m", X[:600], y[:600])
+
+
+def test_update_reports_a_new_class(tmp_path, capsys):
+    X, y = make_classes(n=600, p=4, k=3, seed=31)
+    write_zarr(tmp_path / "a.zarr", X[y < 2], y[y < 2])
+    write_zarr(tmp_path / "b.zarr", X[y == 2], y[y == 2])
+    run("fit", tmp_path / "a.zarr", "--model", tmp_path / "m")
+    assert run("update", tmp_path / "m", tmp_path / "b.zarr") == 0
+    assert "new classes: 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("make", "argv", "expected"),
+    [
+        ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m"], r"bad.zarr/X has a non-finite value \(nan\) in row 77"),
+        ("short_y", ["fit", "{d}/bad.zarr", "--model", "{d}/m"], "bad.zarr/y must be 1-D with one label per row of X"),
+        ("one_class", ["fit", "{d}/bad.zarr", "--model", "{d}/m"], "bad.zarr: LDA needs at least two classes"),
+        ("singular", ["fit", "{d}/bad.zarr", "--model", "{d}/m"], "bad.zarr: the within-class covariance is singular.*shrinkage"),
+        ("one_d", ["fit", "{d}/bad.zarr", "--model", "{d}/m"], "bad.zarr/X must be 2-D"),
+        ("nan", ["fit", "{d}/missing.zarr", "--model", "{d}/m"], "no such input: .*missing.zarr"),
+        ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--x", "features"], "has no array 'features' .*arrays: X, y.*--x"),
+        ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--shrinkage", "lots"], "shrinkage must be None, 'auto', 'oas'"),
+        ("nan", ["info", "{d}/nomodel"], "no model at"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, make, argv, expected):
+    import re
+
+    X, y = make_classes(n=200, p=4, seed=32)
+    if make == "nan":
+        X[77, 2] = np.nan
+    if make == "one_class":
+        y[:] = 1
+    if make == "singular":
+        X[:, 3] = X[:, 0] + X[:, 1]
+    if make == "one_d":
+        X = X[:, :1].ravel()
+    group = zarr.open_group(str(tmp_path / "bad.zarr"), mode="w")
+    group.create_array("X", data=X, chunks=(50,) + X.shape[1:])
+    group.create_array("y", data=y[:-1] if make == "short_y" else y, chunks=(50,))
+    code = run(*[a.format(d=tmp_path) for a in argv])
+    line = one_error_line(capsys)
+    assert code == 2
+    assert re.search(expected, line), line
+    assert not (tmp_path / "m").exists()
+
+
+def test_existing_output_and_model_are_refused(batches, capsys):
+    d, *_ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    assert run("fit", d / "A.zarr", "--model", d / "m") == 2
+    assert "exists; use 'streamproj update'" in one_error_line(capsys)
+    run("project", d / "m", d / "A.zarr", "--output", d / "o.zarr")
+    assert run("project", d / "m", d / "A.zarr", "--output", d / "o.zarr") == 2
+    assert "--overwrite" in one_error_line(capsys)
+    assert run("project", d / "m", d / "A.zarr", "--output", d / "o.zarr", "--overwrite") == 0
+
+
+def test_feature_mismatch_on_update(batches, tmp_path, capsys):
+    d, X, y, _ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    write_zarr(tmp_path / "narrow.zarr", X[:50, :4], y[:50])
+    assert run("update", d / "m", tmp_path / "narrow.zarr") == 2
+    assert "narrow.zarr/X has 4 features but model" in one_error_line(capsys)
+
+
+def test_usage_errors_are_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["fit"])
+    assert exc.value.code == 2
+    one_error_line(capsys)
+
+
+def test_run_config_fit_then_update(batches, capsys):
+    d, X, y, _ = batches
+    config = d / "job.toml"
+    config.write_text(textwrap.dedent("""
+        [input]
+        path = "A.zarr"
+        [model]
+        path = "model"
+        [output]
+        path = "coords.zarr"
+        overwrite = true
+    """))
+    assert run("run", config) == 0
+    config.write_text(config.read_text().replace('path = "A.zarr"', 'path = "B.zarr"'))
+    assert run("run", config) == 0
+    assert "+400 rows" in capsys.readouterr().out
+    model_equals_fit(d / "model", X[:1000], y[:1000])
+    out = zarr.open_group(str(d / "coords.zarr"), mode="r")
+    assert out["coords"].shape == (400, 2)
+
+
+# ------------------------------------------------------------ crash safety
+KILL_DURING_UPDATE = """
+import sys, time
+import streamproj.store as store
+original = store._write_version
+def paused(folder, *args):
+    original(folder, *args)
+    if "{when}" == "before-swap":
+        print("READY", flush=True); time.sleep(60)
+def half(folder, meta, stats, solution):
+    folder.mkdir(parents=True)
+    (folder / "model.json").write_text("{{")
+    print("READY", flush=True); time.sleep(60)
+store._write_version = half if "{when}" == "half-written" else paused
+from streamproj.cli import main
+sys.exit(main({argv!r}))
+"""
+
+KILL_DURING_PROJECT = """
+import sys, time
+import zarr
+original = zarr.Array.__setitem__
+calls = []
+def slow(self, key, value):
+    original(self, key, value)
+    calls.append(1)
+    if len(calls) == 3:
+        print("READY", flush=True); time.sleep(60)
+zarr.Array.__setitem__ = slow
+from streamproj.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+def kill_when_ready(script):
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.strip() == "READY", (line, proc.stderr.read())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["half-written", "before-swap"])
+def test_sigkill_during_update_keeps_the_old_model(batches, when):
+    d, X, y, _ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    argv = ["update", str(d / "m"), str(d / "B.zarr")]
+    kill_when_ready(KILL_DURING_UPDATE.format(when=when, argv=argv))
+    model_equals_fit(d / "m", X[:600], y[:600])
+    assert run("update", d / "m", d / "B.zarr") == 0
+    model_equals_fit(d / "m", X[:1000], y[:1000])
+
+
+@pytest.mark.slow
+def test_sigkill_during_project_leaves_no_output(batches):
+    d, X, y, _ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    argv = ["project", str(d / "m"), str(d / "A.zarr"), "--output", str(d / "out.zarr")]
+    kill_when_ready(KILL_DURING_PROJECT.format(argv=argv))
+    assert not (d / "out.zarr").exists()
+    assert run("project", *argv[1:]) == 0
+    out = zarr.open_group(str(d / "out.zarr"), mode="r")
+    np.testing.assert_allclose(out["coords"][:], sp.load(d / "m").transform(X[:600]), rtol=1e-13)
+
+
+@pytest.mark.slow
+def test_concurrent_updates_lose_no_batch(batches):
+    d, X, y, _ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    procs = [subprocess.Popen([sys.executable, "-m", "streamproj", "update", str(d / "m"),
+                               str(d / f"{name}.zarr"), "--no-progress"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("B", "C")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    model_equals_fit(d / "m", X, y)
+    assert len(sp.load(d / "m").meta_["history"]) == 3
