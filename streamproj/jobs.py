@@ -39,6 +39,8 @@ __all__ = [
     "update_model",
 ]
 
+# How long to keep trying to reach a dask scheduler (it may still be starting).
+CONNECT_TIMEOUT = "20s"
 # Rows read from each end of the merged range to notice a rewritten source.
 _EDGE_ROWS = 256
 
@@ -359,7 +361,7 @@ def dask_cluster(scheduler=None, slurm=None):
     else:
         target = scheduler
     try:
-        client = Client(target, timeout="20s")
+        client = Client(target, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError) as exc:
         if cluster is not None:
             cluster.close()

@@ -1,0 +1,77 @@
+from pathlib import Path
+
+import pytest
+
+from streamproj.config import load_config
+from streamproj.errors import InputError
+from streamproj.jobs import slurm_cluster
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.toml")))
+def test_shipped_configs_validate(name):
+    config = load_config(CONFIGS / name)
+    assert config.model.n_components >= 1
+    assert config.input.path.startswith("/")
+
+
+def test_relative_paths_are_relative_to_the_config_file(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    path = tmp_path / "jobs" / "j.toml"
+    path.write_text('[input]\npath = "d.zarr"\n[model]\npath = "../m"\nshrinkage = 0.2\n'
+                    '[output]\npath = "s3://bucket/out.zarr"\n')
+    config = load_config(path)
+    assert config.input.path == str(tmp_path / "jobs" / "d.zarr")
+    assert Path(config.model.path).resolve() == tmp_path / "m"
+    assert config.model.shrinkage == 0.2
+    assert config.output.path == "s3://bucket/out.zarr"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[input]\npath = "d"\n[model]\npath = "m"\ncentre = "mean"\n',
+         r"unknown key 'centre' in \[model\]; valid keys: .*center"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\nn_components = "two"\n',
+         r"\[model\] n_components must be an integer; got 'two'"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\nmode = "sometimes"\n',
+         r"mode must be one of 'fit', 'update', 'auto'"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\n[dask]\nworkers = 3\n',
+         r"unknown key 'workers' in \[dask\]"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\n[dask.slurm]\ncores = "8"\n',
+         r"\[dask.slurm\] cores must be an integer"),
+        ('[input]\npath = "d"\n[modle]\npath = "m"\n', r"unknown section \[modle\]"),
+        ('[input]\npath = "d"\n', r"missing section \[model\]"),
+        ('[input]\nx = "X"\n[model]\npath = "m"\n', r"\[input\] needs 'path'"),
+        ('[input\npath = "d"\n', "not valid TOML"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\noverwrite = "yes"\n',
+         r"\[output\] overwrite must be true or false"),
+    ],
+)
+def test_bad_configs_name_the_key_and_file(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as exc:
+        load_config(path)
+    assert str(path) in str(exc.value)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(InputError, match="no config file"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_slurm_section_builds_a_jobqueue_script():
+    pytest.importorskip("dask_jobqueue")
+    config = load_config(CONFIGS / "slurm.toml")
+    cluster = slurm_cluster(config.dask.slurm)
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert "#SBATCH -p normal" in script
+    assert "#SBATCH --exclusive" in script
+    assert "#SBATCH --cpus-per-task=8" in script
+    assert "#SBATCH -t 01:00:00" in script
+    assert "--nthreads 8" in script and "--memory-limit 29.80GiB" in script  # 32 GB
