@@ -117,10 +117,17 @@ def _panel(ax, data, classes, colors, title, xlabel, ylabel, footer):
             ax.scatter([], [], s=30, marker="s", color=colors[k % len(colors)], label=str(label))
     ax.set_xlim(*limits[0])
     ax.set_ylim(*limits[1])
-    ax.set_title(title, fontsize=13)
+    ax.set_title(title, fontsize=13, pad=26)
     ax.set_xlabel(xlabel, fontsize=11)
     ax.set_ylabel(ylabel, fontsize=11)
     ax.text(0.5, -0.16, footer, transform=ax.transAxes, ha="center", va="top", fontsize=10.5)
+
+
+def _legend(ax):
+    """One row of legend entries between the title and the axes, clear of the data."""
+    entries = len(ax.get_legend_handles_labels()[0])
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(entries, 6), fontsize=9,
+              frameon=False, markerscale=2.5, handlelength=1.6, columnspacing=1.2)
 
 
 def _gather(coords, labels, classes, point_limit, bins):
@@ -135,6 +142,36 @@ def _gather(coords, labels, classes, point_limit, bins):
         return ("points", (pts, lab), limits)
     hist, xe, ye = class_histograms(coords, labels, classes, bins)
     return ("hist", (hist, xe, ye), ((xe[0], xe[-1]), (ye[0], ye[-1])))
+
+
+def _plane_choice(z, comps, center, coef, intercept):
+    """Index of the class the linear rule picks at the plane point ``center + z @ comps``."""
+    scores = (center + np.asarray(z)[:, : comps.shape[0]] @ comps) @ coef.T + intercept
+    return (scores[:, 0] > 0).astype(np.intp) if coef.shape[0] == 1 else scores.argmax(axis=1)
+
+
+def _scores(group, meta):
+    """Accuracy of the classifier on the shown rows, and how often the 2-D picture agrees with it.
+
+    Agreement is measured on the two plotted coordinates alone: the class the
+    decision rule gives the point of the plane where each row is drawn,
+    against the class the classifier gives the row itself.
+    """
+    z = as_dask_rows(group["coords"], name="coords")
+    rows = z.chunks[0]
+    classes = np.asarray(meta["classes"])
+    predicted = as_dask_labels(group["predicted"], rows, z.shape[0])
+    comps = np.asarray(meta["components"])[:2]
+    center, coef = np.asarray(meta["center"]), np.asarray(meta["coef"])
+    intercept = np.asarray(meta["intercept"])
+    shown = z.map_blocks(_plane_choice, comps, center, coef, intercept, dtype=np.intp,
+                         drop_axis=1, meta=np.empty(0, np.intp))
+    shown = shown.map_blocks(classes.take, dtype=classes.dtype)
+    parts = [(shown == predicted).mean()]
+    if "y" in group:
+        parts.append((as_dask_labels(group["y"], rows, z.shape[0]) == predicted).mean())
+    results = compute(*parts)
+    return (float(results[1]) if len(results) > 1 else None), float(results[0])
 
 
 def _pca_coordinates(X, stats, model):
@@ -203,19 +240,17 @@ def plot_output(out, figure, model=None, compare_pca=False, qda=False, input_url
     width, height = size or ((1400, 650) if panels == 2 else (800, 650))
     fig, axs = plt.subplots(1, panels, figsize=(width / dpi, height / dpi), dpi=dpi, squeeze=False)
     data = _gather(coords, labels, classes, point_limit, bins)
-    predicted = group["predicted"]
-    shown_acc = None
-    if "y" in group:
-        yd = as_dask_labels(group["y"], as_dask_rows(coords).chunks[0], coords.shape[0])
-        pd = as_dask_labels(predicted, as_dask_rows(coords).chunks[0], coords.shape[0])
-        (shown_acc,) = compute((yd == pd).mean())
-    footer = "the picture agrees with the classifier on 100 % of points (boundary: z[0] = 0)"
-    if shown_acc is not None:
-        footer = f"classifier accuracy {shown_acc:.1%}\n" + footer
+    coef = np.asarray(meta["coef"])
+    accuracy, agreement = _scores(group, meta)
+    if coef.shape[0] == 1:
+        footer = f"the picture agrees with the classifier on {agreement:.1%} of points (boundary: z[0] = 0)"
+    else:
+        footer = f"regions in this plane agree with the classifier on {agreement:.1%} of points"
+    if accuracy is not None:
+        footer = f"classifier accuracy {accuracy:.1%}\n" + footer
     _panel(axs[0, 0], data, classes, colors, "Boundary-preserving projection",
            names[0], names[1], footer)
     ax = axs[0, 0]
-    coef = np.asarray(meta["coef"])
     if coef.shape[0] == 1:
         ax.axvline(0.0, color="#222222", lw=1.8, label="decision boundary")
     else:
@@ -230,7 +265,7 @@ def plot_output(out, figure, model=None, compare_pca=False, qda=False, input_url
         _draw_regions(ax, lambda z: solvers.qda_log_posterior(q, model.center_ + z @ comps),
                       data[2], color="#D55E00", style="--")
         ax.plot([], [], color="#D55E00", lw=1.6, ls="--", label="QDA boundary (in this plane)")
-    ax.legend(loc="upper right", fontsize=9, framealpha=0.85, markerscale=2.5)
+    _legend(ax)
 
     if compare_pca:
         source = input_url or meta.get("source")
@@ -248,8 +283,8 @@ def plot_output(out, figure, model=None, compare_pca=False, qda=False, input_url
         foot = ("best line in this plane disagrees with the classifier\n"
                 f"on {disagree:.1%} of points")
         _panel(axs[0, 1], pca_data, classes, colors, "Standard PCA", "PC 1", "PC 2", foot)
-        axs[0, 1].legend(loc="upper right", fontsize=9, framealpha=0.85, markerscale=2.5)
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.92, bottom=0.22, wspace=0.22)
+        _legend(axs[0, 1])
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.86, bottom=0.22, wspace=0.22)
     fig.savefig(figure, dpi=dpi)
     plt.close(fig)
     return figure
