@@ -220,3 +220,20 @@ def test_bad_shapes_and_types(X, y, message):
 def test_unknown_detail_lists_the_choices():
     with pytest.raises(InputError, match="'pooled', 'per_class', 'fourth'"):
         ClassStats.from_rows(np.ones((2, 2)), [0, 1], detail="full")
+
+
+def test_many_classes_use_the_sorted_path_and_stay_exact():
+    X, y = make_classes(n=3000, p=3, k=150, seed=13)
+    ref = exact_moments(X, y)
+    s = chunked(X, y, 701, "pooled")
+    np.testing.assert_array_equal(s.counts, ref["counts"])
+    assert rel(s.means, ref["means"]) < 1e-13
+    assert rel(s.within, ref["m2"].sum(0)) < 1e-11
+
+
+def test_labels_that_are_not_small_integers():
+    X, y = make_classes(n=300, p=3, k=3, seed=14)
+    for labels in (y - 5, y * 10_000_000, y.astype(float) + 0.5, np.array(["a", "b", "c"])[y]):
+        s = ClassStats.from_rows(X, labels)
+        np.testing.assert_array_equal(s.classes, np.unique(labels))
+        assert rel(s.within, ClassStats.from_rows(X, y).within) < 1e-13
