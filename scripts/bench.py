@@ -1,0 +1,326 @@
+"""Benchmark streamproj against its floors and its peers, in one run.
+
+    python scripts/bench.py                      # 1M, 2M, 4M, 8M x 100 float32 + 500k x 1000
+    python scripts/bench.py --sizes 2M --no-wide # quicker
+    python scripts/bench.py --memory-limit-gb 2  # also the out-of-core run (8M rows = 3.2 GB)
+
+Datasets are Zarr groups of the seed's "coin" (float32 X, int8 y, zstd, 100,000-row
+chunks) made once under --data and reused. Every measurement runs in a fresh
+Python process, so its peak RSS is its own; each time is the median of
+--repeats runs inside that process (data loading for in-memory peers is not
+timed). Peers: scikit-learn LDA ("eigen", "svd") and IncrementalPCA fed chunk by
+chunk, dask-ml PCA. Floors: dask reading and summing the Zarr, reading it and
+writing an (n x 2) float64 array to Zarr, and numpy's X.T @ X in memory.
+Needs the extras: pip install -e ".[all,bench]".
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNK_BYTES = 40 * 10**6  # 100,000 rows x 100 float32 columns
+
+
+def parse_rows(text):
+    text = text.strip().upper()
+    scale = {"K": 1_000, "M": 1_000_000}.get(text[-1], 1)
+    return int(float(text.rstrip("KM")) * scale)
+
+
+def dataset(data_dir, n, p):
+    from streamproj.demo import write_coin
+
+    path = Path(data_dir) / f"coin_n{n}_p{p}.zarr"
+    if not (path / "zarr.json").exists() or not (path / "y").exists():
+        chunk = max(1000, CHUNK_BYTES // (4 * p))
+        t = time.perf_counter()
+        write_coin(path, n, p, chunk_rows=chunk, progress=False)
+        print(f"  made {path.name} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return path
+
+
+# --------------------------------------------------------------- tasks
+# Each returns a function to time; setup (e.g. loading into memory) is not timed.
+def _open(path):
+    import zarr
+
+    g = zarr.open_group(str(path), mode="r")
+    return g["X"], g["y"]
+
+
+def task_read(path, tmp):
+    import dask.array as da
+
+    X, _ = _open(path)
+    return lambda: da.from_zarr(X).sum().compute()
+
+
+def task_read_write(path, tmp):
+    import dask.array as da
+    import numpy as np
+
+    X, _ = _open(path)
+
+    def run():
+        Z = da.from_zarr(X)[:, :2].astype(np.float64)
+        da.to_zarr(Z, str(tmp / "floor.zarr"), overwrite=True)
+
+    return run
+
+
+def task_gram(path, tmp):
+    import numpy as np
+
+    X, _ = _open(path)
+    A = np.asarray(X[:])
+    return lambda: A.T @ A
+
+
+def task_fit(path, tmp):
+    import streamproj as sp
+
+    X, y = _open(path)
+    return lambda: sp.BoundaryProjector().fit(X, y)
+
+
+def task_project(path, tmp):
+    import streamproj as sp
+    from streamproj import jobs
+
+    X, y = _open(path)
+    model = sp.BoundaryProjector().fit(X, y)
+    return lambda: jobs.project(model, X, tmp / "coords.zarr", y=y, overwrite=True)
+
+
+def task_run(path, tmp):
+    from streamproj import jobs
+    from streamproj.config import load_config
+
+    config = tmp / "job.toml"
+    config.write_text(
+        f'[input]\npath = "{path}"\n[model]\npath = "{tmp / "model"}"\nmode = "fit"\n'
+        f'[output]\npath = "{tmp / "run.zarr"}"\noverwrite = true\n'
+    )
+    return lambda: jobs.run_job(load_config(config), progress=False)
+
+
+def _in_memory(path):
+    import numpy as np
+
+    X, y = _open(path)
+    return np.asarray(X[:]), np.asarray(y[:])
+
+
+def task_lda_eigen(path, tmp):
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    X, y = _in_memory(path)
+    return lambda: LinearDiscriminantAnalysis(solver="eigen").fit(X, y)
+
+
+def task_lda_svd(path, tmp):
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    X, y = _in_memory(path)
+    return lambda: LinearDiscriminantAnalysis(solver="svd").fit(X, y)
+
+
+def task_ipca(path, tmp):
+    from sklearn.decomposition import IncrementalPCA
+
+    X, _ = _open(path)
+    step = X.chunks[0]
+
+    def run():
+        ipca = IncrementalPCA(n_components=2)
+        for start in range(0, X.shape[0], step):
+            ipca.partial_fit(X[start : start + step])
+
+    return run
+
+
+def task_daskml_pca(path, tmp):
+    import dask.array as da
+    from dask_ml.decomposition import PCA
+
+    X, _ = _open(path)
+    return lambda: PCA(n_components=2).fit(da.from_zarr(X))
+
+
+TASKS = {name[5:]: fn for name, fn in globals().items() if name.startswith("task_")}
+
+
+def worker(task, path, repeats, limit_gb):
+    """Runs in its own process: time one task, report JSON on stdout."""
+    if limit_gb:
+        limit = int(limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    tmp = Path(tempfile.mkdtemp(prefix="streamproj-bench-"))
+    result = {"task": task, "path": str(path), "limit_gb": limit_gb}
+    try:
+        run = TASKS[task](Path(path), tmp)
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t)
+        result.update(ok=True, seconds=times, median=statistics.median(times))
+    except MemoryError:
+        result.update(ok=False, error="MemoryError")
+    except ImportError as exc:
+        result.update(ok=False, error=f"not installed: {exc.name}")
+    except Exception as exc:  # a peer failing is a result to report, not a crash
+        result.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["peak_rss_mb"] = peak_rss_mb()
+    print(json.dumps(result))
+
+
+def peak_rss_mb():
+    """This process's own peak resident memory.
+
+    ``getrusage(...).ru_maxrss`` would not do: Linux carries it over fork and exec,
+    so a worker would report its parent's peak. ``VmHWM`` belongs to the process image.
+    """
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(task, path, repeats, limit_gb=None):
+    cmd = [sys.executable, __file__, "--task", task, "--path", str(path), "--repeats", str(repeats)]
+    if limit_gb:
+        cmd += ["--limit-gb", str(limit_gb)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"task": task, "path": str(path), "ok": False, "limit_gb": limit_gb,
+                "error": f"exit {proc.returncode}: {tail[:120]}", "peak_rss_mb": None}
+    return json.loads(lines[-1])
+
+
+def fmt_rows(n, p):
+    return f"{n / 1e6:g}M x {p}" if n >= 1e6 else f"{n / 1e3:g}k x {p}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(ROOT / "bench-data"), help="where datasets are made and reused")
+    ap.add_argument("--sizes", default="1M,2M,4M,8M", help="row counts of the n x 100 datasets")
+    ap.add_argument("--target", default="2M", help="the size the ratio targets refer to")
+    ap.add_argument("--no-wide", action="store_true", help="skip the 500k x 1000 case")
+    ap.add_argument("--peers-up-to", default="2M", help="largest size to run the in-memory peers on")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--memory-limit-gb", type=float, default=None,
+                    help="also run fit/project (and peers) on the largest size under this address-space limit")
+    ap.add_argument("--json", default=None, help="write all results here (default DATA/results.json)")
+    ap.add_argument("--task", help=argparse.SUPPRESS)
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap.add_argument("--limit-gb", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.task:
+        worker(args.task, args.path, args.repeats, args.limit_gb)
+        return
+
+    sizes = [parse_rows(s) for s in args.sizes.split(",")]
+    target = parse_rows(args.target)
+    peers_max = parse_rows(args.peers_up_to)
+    cases = [(n, 100) for n in sizes] + ([] if args.no_wide else [(500_000, 1000)])
+    print(f"streamproj benchmark: {os.cpu_count()} cores, repeats={args.repeats}", file=sys.stderr)
+    results = []
+    for n, p in cases:
+        path = dataset(args.data, n, p)
+        tasks = ["read", "read_write", "fit", "project"]
+        if n == target or p != 100:
+            tasks += ["gram", "run", "ipca", "daskml_pca"]
+        if n <= peers_max or p != 100:
+            tasks += ["lda_eigen", "lda_svd"]
+        for task in tasks:
+            r = measure(task, path, args.repeats)
+            r.update(rows=n, cols=p)
+            results.append(r)
+            shown = f"{r['median']:.2f} s" if r.get("ok") else r.get("error")
+            print(f"  {fmt_rows(n, p):>12} {task:<11} {shown}  (peak {r['peak_rss_mb'] or 0:.0f} MB)",
+                  file=sys.stderr)
+    if args.memory_limit_gb:
+        n, p = max(sizes), 100
+        path = dataset(args.data, n, p)
+        for task in ("fit", "project", "lda_eigen", "ipca"):
+            r = measure(task, path, 1, args.memory_limit_gb)
+            r.update(rows=n, cols=p)
+            results.append(r)
+            shown = f"{r['median']:.2f} s" if r.get("ok") else r.get("error")
+            print(f"  {fmt_rows(n, p):>12} {task:<11} under {args.memory_limit_gb:g} GB: {shown}",
+                  file=sys.stderr)
+
+    out = Path(args.json or Path(args.data) / "results.json")
+    out.write_text(json.dumps(results, indent=1))
+    report(results, target, sizes, args.memory_limit_gb)
+
+
+def report(results, target, sizes, limit_gb):
+    def get(task, n, p=100, limited=None):
+        for r in results:
+            if r["task"] == task and r["rows"] == n and r["cols"] == p and r.get("limit_gb") == limited:
+                return r
+        return None
+
+    print("\n| data | task | median time | peak RSS |")
+    print("|---|---|---:|---:|")
+    for r in results:
+        t = f"{r['median']:.2f} s" if r.get("ok") else r.get("error", "failed")
+        limit = f" (limit {r['limit_gb']:g} GB)" if r.get("limit_gb") else ""
+        rss = f"{r['peak_rss_mb']:.0f} MB" if r.get("peak_rss_mb") else "-"
+        print(f"| {fmt_rows(r['rows'], r['cols'])} | {r['task']}{limit} | {t} | {rss} |")
+
+    def ratio(a, b):
+        if a and b and a.get("ok") and b.get("ok"):
+            return a["median"] / b["median"]
+        return None
+
+    rows = []
+    for p in (100, 1000):
+        n = target if p == 100 else 500_000
+        if not get("fit", n, p):
+            continue
+        label = fmt_rows(n, p)
+        rows += [
+            (f"fit / read floor ({label})", ratio(get("fit", n, p), get("read", n, p)), "<= 1.3"),
+            (f"fit / LDA eigen in memory ({label})", ratio(get("fit", n, p), get("lda_eigen", n, p)), "<= 0.25"),
+            (f"fit / LDA svd in memory ({label})", ratio(get("fit", n, p), get("lda_svd", n, p)), "<= 0.1"),
+            (f"fit / numpy X.T@X in memory ({label})", ratio(get("fit", n, p), get("gram", n, p)), ""),
+            (f"project / read+write floor ({label})", ratio(get("project", n, p), get("read_write", n, p)), "<= 1.3"),
+            (f"run (fit+project) / IncrementalPCA ({label})", ratio(get("run", n, p), get("ipca", n, p)), "< 1"),
+            (f"run (fit+project) / dask-ml PCA ({label})", ratio(get("run", n, p), get("daskml_pca", n, p)), ""),
+        ]
+    small, large = min(sizes), max(sizes)
+    a, b = get("fit", small), get("fit", large)
+    if a and b and a.get("peak_rss_mb") and b.get("peak_rss_mb"):
+        rows.append((f"fit peak RSS {fmt_rows(large, 100)} / {fmt_rows(small, 100)}",
+                     b["peak_rss_mb"] / a["peak_rss_mb"], "<= 1.15"))
+    for mid in sizes:
+        if small < mid < large and get("fit", mid) and a and a.get("peak_rss_mb"):
+            rows.append((f"fit peak RSS {fmt_rows(mid, 100)} / {fmt_rows(small, 100)}",
+                         get("fit", mid)["peak_rss_mb"] / a["peak_rss_mb"], "<= 1.15"))
+    print("\n| ratio | measured | target |")
+    print("|---|---:|---|")
+    for name, value, goal in rows:
+        shown = f"{value:.2f}" if value is not None else "n/a"
+        print(f"| {name} | {shown} | {goal} |")
+
+
+if __name__ == "__main__":
+    main()
