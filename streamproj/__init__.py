@@ -5,19 +5,8 @@ Fisher/LDA, QDA and the boundary-preserving axes are solved from them; a second
 pass writes the projected coordinates. See ``BoundaryProjector``.
 """
 
-from .errors import (
-    BadValuesError,
-    DuplicateBatchWarning,
-    IncompatibleStatsError,
-    InputError,
-    ModelError,
-    NotFittedError,
-    OutputExistsError,
-    SingularScatterError,
-    SourceChangedError,
-    StreamprojError,
-    StreamprojWarning,
-)
+from . import errors, solvers
+from .errors import *  # noqa: F403  (the error hierarchy is public API)
 from .estimator import BoundaryProjector, load
 from .passes import accumulate
 from .stats import ClassStats
@@ -25,20 +14,11 @@ from .stats import ClassStats
 __version__ = "0.1.0"
 
 __all__ = [
-    "BadValuesError",
     "BoundaryProjector",
     "ClassStats",
-    "DuplicateBatchWarning",
-    "IncompatibleStatsError",
-    "InputError",
-    "ModelError",
-    "NotFittedError",
-    "OutputExistsError",
-    "SingularScatterError",
-    "SourceChangedError",
-    "StreamprojError",
-    "StreamprojWarning",
     "__version__",
     "accumulate",
     "load",
+    "solvers",
+    *errors.__all__,
 ]
