@@ -33,7 +33,7 @@ from .errors import (
     ModelError,
 )
 
-__all__ = ["DETAILS", "ClassStats", "check_finite", "check_matrix"]
+__all__ = ["DETAILS", "ClassStats", "centred_blocks", "check_finite", "check_matrix"]
 
 DETAILS = ("pooled", "per_class", "fourth")
 _FORMAT = "streamproj-classstats"
@@ -480,46 +480,61 @@ def _encode_labels(y):
 _BLOCK_BYTES = 4 * 2**20
 
 
-def _add_class_sums(sums, block, inverse, onehot):
-    """Add the per-class column sums of ``block`` into ``sums`` (K, p)."""
-    if onehot is not None:
-        onehot[:] = 0.0
-        onehot[np.arange(block.shape[0]), inverse] = 1.0
-        sums += onehot.T @ block
-        return
-    order = np.argsort(inverse, kind="stable")
-    present, starts = np.unique(inverse[order], return_index=True)
-    sums[present] += np.add.reduceat(block[order], starts, axis=0)
+def centred_blocks(X, shift, extra_columns=0):
+    """Yield ``(start, stop, block)``: rows of X minus ``shift`` in float64, block by block.
+
+    The blocks share one cache-sized buffer (so no float64 copy of the whole
+    chunk is made); ``block`` has ``extra_columns`` spare columns on the right
+    for the caller, after the p shifted ones.
+    """
+    n, p = X.shape
+    rows = min(n, max(256, _BLOCK_BYTES // (8 * (p + extra_columns))))
+    buffer = np.empty((rows, p + extra_columns))
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        block = buffer[: stop - start]
+        np.subtract(X[start:stop], shift, out=block[:, :p])
+        yield start, stop, block
 
 
 def _pooled_moments(X, inverse, counts):
     """Means and pooled within-class scatter of one chunk: one Gram product.
 
     The rows are shifted to near their mean while being cast to float64 (one
-    fused pass per cache-sized block), then ``DᵀD`` gives the scatter about
-    the shift; per-class sums come from a tiny one-hot product, and the rank-K
-    correction ``Σ_k t_k t_kᵀ / n_k`` moves each class onto its own mean. The
-    shift keeps the product free of cancellation when the data sit far from zero.
+    fused pass per cache-sized block). With up to 64 classes, the block also
+    carries one one-hot column per class, so a single symmetric product gives
+    the scatter about the shift (``DᵀD``), the class sums (``Hᵀ D``) and the
+    counts; the rank-K correction ``Σ_k t_k t_kᵀ / n_k`` then moves each class
+    onto its own mean. The shift keeps the product free of cancellation when
+    the data sit far from zero.
     """
     n, p = X.shape
     K = counts.shape[0]
     stride = max(1, n // _SHIFT_SAMPLE)
     shift = X[::stride].mean(axis=0, dtype=np.float64)
-    rows = min(n, max(256, _BLOCK_BYTES // (8 * p)))
-    buffer = np.empty((rows, p))
-    onehot = np.empty((rows, K)) if K <= _ONEHOT_MAX_CLASSES else None
-    gram = np.zeros((p, p))
+    extra = K if K <= _ONEHOT_MAX_CLASSES else 0
+    product = np.zeros((p + extra, p + extra))
     sums = np.zeros((K, p))
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        block = buffer[: stop - start]
-        np.subtract(X[start:stop], shift, out=block)
-        gram += block.T @ block
-        _add_class_sums(sums, block, inverse[start:stop],
-                        None if onehot is None else onehot[: stop - start])
+    for start, stop, block in centred_blocks(X, shift, extra):
+        if extra:
+            block[:, p:] = 0.0
+            block[np.arange(stop - start), p + inverse[start:stop]] = 1.0
+        else:
+            _add_sorted_class_sums(sums, block, inverse[start:stop])
+        product += block.T @ block
+    gram = product[:p, :p]
+    if extra:
+        sums = product[p:, :p]
     within = gram - (sums.T / counts) @ sums
     means = shift + sums / counts[:, None]
     return means, _symmetric(within)
+
+
+def _add_sorted_class_sums(sums, block, inverse):
+    """Add the per-class column sums of ``block`` into ``sums`` (K, p), for many classes."""
+    order = np.argsort(inverse, kind="stable")
+    present, starts = np.unique(inverse[order], return_index=True)
+    sums[present] += np.add.reduceat(block[order], starts, axis=0)
 
 
 def _class_moments(X, inverse, counts, fourth):
