@@ -241,6 +241,8 @@ class _ChunkProgress(Callback):
 
     def _finish(self, dsk, state, errored):
         if self.bar is not None:
+            if not errored:  # chunks whose tasks dask fused under other names count too
+                self.bar.update(self.total - self.bar.n)
             self.bar.close()
 
 
@@ -292,12 +294,15 @@ def _distributed_progress(client, prefix, total, desc):
 
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
+    succeeded = False
     try:
         yield
-        bar.update(total - done[0])
+        succeeded = True
     finally:
         stop.set()
-        thread.join()
+        thread.join()  # the poller is done before the bar is topped up and closed
+        if succeeded:
+            bar.update(total - done[0])
         bar.close()
 
 

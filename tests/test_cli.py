@@ -263,3 +263,17 @@ def test_concurrent_updates_lose_no_batch(batches):
         assert proc.returncode == 0, err
     model_equals_fit(d / "m", X, y)
     assert len(sp.load(d / "m").meta_["history"]) == 3
+
+
+def test_verify_catches_a_change_in_the_middle_of_merged_rows(batches, capsys):
+    d, X, y, _ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    assert run("update", d / "m", d / "A.zarr", "--verify") == 0  # unchanged rows verify
+    assert "model unchanged" in capsys.readouterr().out
+    group = zarr.open_group(str(d / "A.zarr"), mode="a")
+    group["X"][300, 1] += 1e-9  # far from both ends: the quick edge check cannot see it
+    assert run("update", d / "m", d / "A.zarr") == 0
+    assert "model unchanged" in capsys.readouterr().out
+    assert run("update", d / "m", d / "A.zarr", "--verify") == 2
+    assert "rows 0..599 of" in one_error_line(capsys)
+    model_equals_fit(d / "m", X[:600], y[:600])
