@@ -156,11 +156,81 @@ def task_daskml_pca(path, tmp):
     return lambda: PCA(n_components=2).fit(da.from_zarr(X))
 
 
+# The out-of-core run keeps its model and coordinates here, for the correctness check.
+KEEP = None
+
+
+def task_fit_save(path, tmp):
+    import streamproj as sp
+
+    X, y = _open(path)
+
+    def run():
+        shutil.rmtree(KEEP / "model", ignore_errors=True)
+        sp.BoundaryProjector().fit(X, y).save(KEEP / "model")
+
+    return run
+
+
+def task_project_saved(path, tmp):
+    import streamproj as sp
+    from streamproj import jobs
+
+    X, y = _open(path)
+    model = sp.load(KEEP / "model")
+    return lambda: jobs.project(model, X, KEEP / "coords.zarr", y=y, overwrite=True)
+
+
+def task_check(path, tmp):
+    """Compare the out-of-core results with in-memory computations on the same rows."""
+    import numpy as np
+    import zarr
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    import streamproj as sp
+
+    def two_pass_lda(X, y):
+        """Independent in-memory float64 reference: exact class means, then centred scatter."""
+        classes = np.unique(y)
+        means = np.array([X[y == k].mean(axis=0, dtype=np.float64) for k in classes])
+        counts = np.array([np.sum(y == k) for k in classes])
+        scatter = np.zeros((X.shape[1],) * 2)
+        for start in range(0, len(X), 250_000):
+            block, labels = X[start : start + 250_000], y[start : start + 250_000]
+            d = block.astype(np.float64) - means[np.searchsorted(classes, labels)]
+            scatter += d.T @ d
+        coef = np.linalg.solve(scatter / len(X), means[1] - means[0])
+        intercept = -coef @ (means[0] + means[1]) / 2 + np.log(counts[1] / counts[0])
+        return coef, intercept
+
+    def run():
+        X, y = _in_memory(path)
+        model = sp.load(KEEP / "model")
+        coef, intercept = two_pass_lda(X, y)
+        rows = np.sort(np.random.default_rng(0).choice(len(X), 10_000, replace=False))
+        sample = X[rows].astype(np.float64)
+        ours, exact = model.decision_function(sample), sample @ coef + intercept
+        ref = LinearDiscriminantAnalysis(solver="eigen").fit(X, y)  # float32, as users would run it
+        coords = zarr.open_group(str(KEEP / "coords.zarr"), mode="r")["coords"]
+        written = coords.get_orthogonal_selection((rows, slice(None)))
+        expected = (sample - model.center_) @ model.components_.T
+        return {
+            "decision_max_rel_err_vs_two_pass": float(np.max(np.abs(ours - exact)) / np.max(np.abs(exact))),
+            "predict_agreement_vs_sklearn": float(np.mean(model.predict(sample) == ref.predict(sample))),
+            "coords_max_abs_err_vs_in_memory": float(np.max(np.abs(written - expected))),
+            "rows_checked": int(rows.size),
+        }
+
+    return run
+
+
 TASKS = {name[5:]: fn for name, fn in globals().items() if name.startswith("task_")}
 
 
-def worker(task, path, repeats, limit_gb):
+def worker(task, path, repeats, limit_gb, keep):
     """Runs in its own process: time one task, report JSON on stdout."""
+    global KEEP
+    KEEP = Path(keep) if keep else None
     if limit_gb:
         limit = int(limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -171,9 +241,11 @@ def worker(task, path, repeats, limit_gb):
         times = []
         for _ in range(repeats):
             t = time.perf_counter()
-            run()
+            value = run()
             times.append(time.perf_counter() - t)
         result.update(ok=True, seconds=times, median=statistics.median(times))
+        if isinstance(value, dict):
+            result["check"] = value
     except MemoryError:
         result.update(ok=False, error="MemoryError")
     except ImportError as exc:
@@ -199,10 +271,12 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(task, path, repeats, limit_gb=None):
+def measure(task, path, repeats, limit_gb=None, keep=None):
     cmd = [sys.executable, __file__, "--task", task, "--path", str(path), "--repeats", str(repeats)]
     if limit_gb:
         cmd += ["--limit-gb", str(limit_gb)]
+    if keep:
+        cmd += ["--keep", str(keep)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -229,10 +303,13 @@ def main():
     ap.add_argument("--json", default=None, help="write all results here (default DATA/results.json)")
     ap.add_argument("--task", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap.add_argument("--only-out-of-core", action="store_true",
+                    help="skip the timing matrix; run only the memory-limited run and its check")
     ap.add_argument("--limit-gb", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--keep", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.task:
-        worker(args.task, args.path, args.repeats, args.limit_gb)
+        worker(args.task, args.path, args.repeats, args.limit_gb, args.keep)
         return
 
     sizes = [parse_rows(s) for s in args.sizes.split(",")]
@@ -241,7 +318,7 @@ def main():
     cases = [(n, 100) for n in sizes] + ([] if args.no_wide else [(500_000, 1000)])
     print(f"streamproj benchmark: {os.cpu_count()} cores, repeats={args.repeats}", file=sys.stderr)
     results = []
-    for n, p in cases:
+    for n, p in [] if args.only_out_of_core else cases:
         path = dataset(args.data, n, p)
         tasks = ["read", "read_write", "fit", "project"]
         if n == target or p != 100:
@@ -258,13 +335,19 @@ def main():
     if args.memory_limit_gb:
         n, p = max(sizes), 100
         path = dataset(args.data, n, p)
-        for task in ("fit", "project", "lda_eigen", "ipca"):
-            r = measure(task, path, 1, args.memory_limit_gb)
+        keep = Path(args.data) / "out-of-core"
+        keep.mkdir(exist_ok=True)
+        for task in ("fit_save", "project_saved", "lda_eigen", "ipca"):
+            r = measure(task, path, 1, args.memory_limit_gb, keep)
             r.update(rows=n, cols=p)
             results.append(r)
             shown = f"{r['median']:.2f} s" if r.get("ok") else r.get("error")
-            print(f"  {fmt_rows(n, p):>12} {task:<11} under {args.memory_limit_gb:g} GB: {shown}",
-                  file=sys.stderr)
+            print(f"  {fmt_rows(n, p):>12} {task:<13} under {args.memory_limit_gb:g} GB: {shown} "
+                  f"(peak {r['peak_rss_mb'] or 0:.0f} MB)", file=sys.stderr)
+        r = measure("check", path, 1, None, keep)
+        r.update(rows=n, cols=p)
+        results.append(r)
+        print(f"  out-of-core check: {json.dumps(r.get('check', r.get('error')))}", file=sys.stderr)
 
     out = Path(args.json or Path(args.data) / "results.json")
     out.write_text(json.dumps(results, indent=1))
@@ -315,6 +398,15 @@ def report(results, target, sizes, limit_gb):
         if small < mid < large and get("fit", mid) and a and a.get("peak_rss_mb"):
             rows.append((f"fit peak RSS {fmt_rows(mid, 100)} / {fmt_rows(small, 100)}",
                          get("fit", mid)["peak_rss_mb"] / a["peak_rss_mb"], "<= 1.15"))
+    checks = [r for r in results if r["task"] == "check"]
+    if checks and checks[0].get("ok"):
+        c = checks[0]["check"]
+        print(f"\nOut-of-core ({fmt_rows(checks[0]['rows'], 100)} float32 = "
+              f"{checks[0]['rows'] * 400 / 1e9:.1f} GB under a {limit_gb:g} GB address-space limit), "
+              f"checked on {c['rows_checked']:,} random rows against in-memory results: decision "
+              f"max rel. error vs a two-pass float64 LDA {c['decision_max_rel_err_vs_two_pass']:.1e}, "
+              f"prediction agreement with scikit-learn LDA {c['predict_agreement_vs_sklearn']:.2%}, "
+              f"written coords max abs. error {c['coords_max_abs_err_vs_in_memory']:.1e}.")
     print("\n| ratio | measured | target |")
     print("|---|---:|---|")
     for name, value, goal in rows:

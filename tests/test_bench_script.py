@@ -1,0 +1,23 @@
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+
+
+@pytest.mark.slow
+def test_bench_out_of_core_path_runs_and_checks(tmp_path):
+    """The benchmark's memory-limited run and its in-memory check, on tiny data (no timing asserted)."""
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(tmp_path), "--sizes", "20k",
+         "--memory-limit-gb", "1.5", "--only-out-of-core"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("Out-of-core"))
+    error = float(re.search(r"two-pass float64 LDA ([0-9.e+-]+)", line).group(1))
+    assert error < 1e-10
+    assert "prediction agreement with scikit-learn LDA 100.00%" in line
