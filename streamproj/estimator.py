@@ -204,12 +204,14 @@ class BoundaryProjector:
                 msg = f"the boundary has {coef.shape[1]} coefficients but the data have {p} features"
                 raise InputError(msg)
             classes = stats.classes if given is None else given
+            if stats.n_classes < 2 and given is None:
+                msg = (f"a boundary needs at least two classes; the data hold only "
+                       f"{stats.classes.tolist()} ({stats.n_samples} rows)")
+                raise InputError(msg)
             expected = 1 if len(classes) <= 2 else len(classes)
             if coef.shape[0] != expected:
                 msg = f"the boundary has {coef.shape[0]} rows of coefficients; {len(classes)} classes need {expected}"
                 raise InputError(msg)
-            if len(classes) < 2:
-                solvers.lda(stats)  # raises the "needs two classes" error
             basis = solvers.boundary_basis(coef)
             fitted = {}
         if coef.shape[0] == 1:
