@@ -90,6 +90,7 @@ def build_parser():
 
     p = sub.add_parser("info", help="print a model's description as JSON")
     p.add_argument("model", metavar="MODEL")
+    _common(p)  # accepted like everywhere, though info reads no rows
     p.set_defaults(func=_info)
 
     from .plot import add_plot_parser  # matplotlib is only imported when plotting
@@ -177,7 +178,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     try:
-        scheduler = getattr(args, "scheduler", None) if args.command != "run" else None
+        # run takes its cluster from the config; info computes nothing
+        scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None
         with jobs.dask_cluster(scheduler):
             args.func(args)
     except StreamprojError as exc:

@@ -277,3 +277,35 @@ def test_verify_catches_a_change_in_the_middle_of_merged_rows(batches, capsys):
     assert run("update", d / "m", d / "A.zarr", "--verify") == 2
     assert "rows 0..599 of" in one_error_line(capsys)
     model_equals_fit(d / "m", X[:600], y[:600])
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_fit_with_a_boundary_file(tmp_path, capsys, suffix):
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_classes(n=800, p=4, seed=33)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    clf = LogisticRegression().fit(X, y)
+    path = tmp_path / f"boundary{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps({"coef": clf.coef_.tolist(), "intercept": clf.intercept_.tolist()}))
+    else:
+        np.savez(path, coef=clf.coef_, intercept=clf.intercept_)
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m", "--boundary", path) == 0
+    model = sp.load(tmp_path / "m")
+    np.testing.assert_array_equal(model.predict(X), clf.predict(X))
+    info = json.loads((capsys.readouterr(), run("info", tmp_path / "m", "--no-progress"),
+                       capsys.readouterr().out)[2])
+    assert info["boundary"]["source"] == f"file {path}"
+
+
+def test_bad_boundary_files(tmp_path, capsys):
+    X, y = make_classes(n=200, p=4, seed=34)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    (tmp_path / "b.json").write_text('{"coef": [[1, 2, 3, 4]]}')
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m", "--boundary", tmp_path / "b.json") == 2
+    assert "lacks intercept" in one_error_line(capsys)
+    (tmp_path / "c.json").write_text('{"coef": [[1, 2, 3]], "intercept": [0]}')
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m", "--boundary", tmp_path / "c.json") == 2
+    assert "3 coefficients but the data have 4 features" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()
