@@ -341,23 +341,6 @@ class ClassStats:
     def copy(self):
         return ClassStats.from_arrays(self.to_arrays())
 
-    def with_detail(self, detail):
-        """A copy keeping only ``detail`` (which must not exceed this summary's)."""
-        _check_detail(detail)
-        self.require(detail, f"detail {detail!r}")
-        keep_class = detail != "pooled"
-        keep_fourth = detail == "fourth"
-        return ClassStats(
-            self.classes,
-            self.counts,
-            self.means,
-            self.within,
-            self.class_scatter if keep_class else None,
-            self.comoment21 if keep_fourth else None,
-            self.comoment22 if keep_fourth else None,
-            self.batches,
-        )
-
     # ----------------------------------------------------------- identity
     def fingerprint(self):
         """A hex digest of the summarised content (labels, counts, means, scatter)."""

@@ -289,3 +289,15 @@ def test_save_load_with_external_boundary(tmp_path, coin):
     back = sp.load(tmp_path / "m")
     np.testing.assert_array_equal(back.predict(X), clf.predict(X))
     assert back.meta_["params"]["boundary"]["source"] == "LogisticRegression"
+
+
+def test_scikit_learn_clone_and_set_params(coin):
+    from sklearn.base import clone
+
+    X, y = coin
+    m = sp.BoundaryProjector(n_components=3, shrinkage=0.1).fit(X, y)
+    copy = clone(m)
+    assert copy.get_params() == m.get_params() and not hasattr(copy, "components_")
+    assert copy.set_params(center="hyperplane").center == "hyperplane"
+    with pytest.raises(InputError, match="unknown parameter 'centre'; valid: n_components"):
+        copy.set_params(centre="mean")
