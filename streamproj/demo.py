@@ -16,7 +16,6 @@ import zarr
 
 from . import jobs, solvers
 from .estimator import load
-from .passes import as_dask_labels, as_dask_rows, compute
 
 __all__ = ["add_demo_parser", "coin_chunk", "run_demo", "write_coin"]
 
@@ -72,17 +71,12 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
     jobs.project_model(model_dir, data, coords, overwrite=True, progress=progress)
     t3 = time.perf_counter()
     model = load(model_dir)
-    from .plot import plot_output
+    from .plot import plot_output, projection_scores
 
     plot_output(coords, figure, model, compare_pca=True)
     t4 = time.perf_counter()
 
-    out = zarr.open_group(str(coords), mode="r")
-    z = as_dask_rows(out["coords"])
-    labels = as_dask_labels(out["y"], z.chunks[0], z.shape[0])
-    predicted = as_dask_labels(out["predicted"], z.chunks[0], z.shape[0])
-    side = (z[:, 0] > 0).astype(int).map_blocks(model.classes_.take, dtype=model.classes_.dtype)
-    accuracy, agreement = compute((labels == predicted).mean(), (side == predicted).mean())
+    accuracy, agreement = projection_scores(zarr.open_group(str(coords), mode="r"))
     n = model.stats_.n_samples
     summary = {
         "rows": n,
@@ -133,6 +127,6 @@ def _demo_command(args):
     if args.rows < 20 or args.features < 3 or args.chunk_rows < 1:
         msg = "--rows must be at least 20, --features at least 3, --chunk-rows at least 1"
         raise InputError(msg)
-    progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    _print_summary(run_demo(args.dir, args.rows, args.features, args.chunk_rows, args.seed, progress))
+    _print_summary(run_demo(args.dir, args.rows, args.features, args.chunk_rows, args.seed,
+                            args.progress))
 

@@ -1,6 +1,5 @@
 """BoundaryProjector: a scikit-learn style estimator over streaming class summaries."""
 
-import datetime as _dt
 import hashlib
 from numbers import Integral
 from pathlib import Path
@@ -16,10 +15,6 @@ from .stats import ClassStats, check_finite, check_matrix
 __all__ = ["BoundaryProjector", "load"]
 
 _CENTERS = ("mean", "hyperplane")
-
-
-def _now():
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _external_boundary(boundary):
@@ -356,7 +351,7 @@ class BoundaryProjector:
         meta = {
             "streamproj_version": streamproj.__version__,
             "model_id": self.model_id_,
-            "saved": _now(),
+            "saved": store.timestamp(),
             "params": self._stored_params(),
             "classes": self.classes_.tolist(),
             "counts": self.stats_.counts.tolist(),

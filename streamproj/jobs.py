@@ -6,7 +6,6 @@ the command line stays a thin parser around these functions.
 """
 
 import contextlib
-import datetime as _dt
 import hashlib
 import warnings
 from pathlib import Path
@@ -43,10 +42,6 @@ __all__ = [
 CONNECT_TIMEOUT = "20s"
 # Rows read from each end of the merged range to notice a rewritten source.
 _EDGE_ROWS = 256
-
-
-def _now():
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 @contextlib.contextmanager
@@ -96,7 +91,7 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
         "predicted": (predicted, ("row",)),
     }
     if y is not None:
-        arrays["y"] = (as_dask_labels(y, X.chunks[0], X.shape[0], names), ("row",))
+        arrays["y"] = (as_dask_labels(y, X.chunks[0], names), ("row",))
     return arrays
 
 
@@ -123,7 +118,7 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
             "center_mode": model.center,
             "shrinkage": model.shrinkage,
             "source": source,
-            "written": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "written": store.timestamp(),
         },
         "axis_names": _axis_names(model),
     }
@@ -192,9 +187,9 @@ def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
             model.fit_stats(accumulate(X, Y, model.summary_detail(), progress=progress,
                                        names=_names(input_url, x, y)))
         source = {**_source_key(input_url, x, y), "rows": int(X.shape[0]),
-                  "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": _now(),
+                  "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": store.timestamp(),
                   "batches": [_batch_record(model.stats_, 0, X.shape[0])]}
-        history = [{"event": "fit", "time": _now(), "rows_added": int(X.shape[0]),
+        history = [{"event": "fit", "time": store.timestamp(), "rows_added": int(X.shape[0]),
                     "n_samples": model.stats_.n_samples, "source": source["url"]}]
         # Refitting over an existing model writes a new version of it (atomic, like an update).
         version = store.write_model(model_path, model.to_meta({"sources": [source], "history": history}),
@@ -238,6 +233,8 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
             msg = (f"{names[0]} has {X.shape[1]} features but model {model_path} was fitted on "
                    f"{old.n_features_in_}")
             raise IncompatibleStatsError(msg)
+        rows = as_dask_rows(X, name=names[0])
+        labels = as_dask_labels(Y, rows.chunks[0], names)
         key = _source_key(input_url, x, y)
         sources = list(meta.get("sources", []))
         record = next((s for s in sources if all(s[k] == key[k] for k in key)), None)
@@ -252,14 +249,12 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
                        "changed since; refit the model, or write new rows to a new array")
                 raise SourceChangedError(msg)
             if verify:
-                _verify_rows(old, X, Y, record, names, progress)
+                _verify_rows(old, rows, labels, record, names, progress)
         n_new = int(X.shape[0]) - start
         if n_new == 0:
             return {"status": "unchanged", "model": str(model_path), "version": meta["version"],
                     "rows_added": 0,
                     "message": f"{input_url}: all {start} rows were merged before; model unchanged"}
-        rows = as_dask_rows(X, name=names[0])
-        labels = as_dask_labels(Y, rows.chunks[0], X.shape[0], names)
         with _context(str(input_url)):
             batch = accumulate(rows[start:], labels[start:], old.summary_detail(), progress=progress,
                                row_offset=start, names=names)
@@ -277,11 +272,11 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
         added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
         drift = _drift(old, new)
         entry = {**key, "rows": int(X.shape[0]), "edges": _edge_fingerprint(X, Y, X.shape[0]),
-                 "merged": _now(),
+                 "merged": store.timestamp(),
                  "batches": [*(record or {}).get("batches", []), _batch_record(batch, start, X.shape[0])]}
         sources = [s for s in sources if s is not record] + [entry]
         history = [*meta.get("history", []), {
-            "event": "update", "time": _now(), "source": key["url"], "rows_added": n_new,
+            "event": "update", "time": store.timestamp(), "source": key["url"], "rows_added": n_new,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift}]
         version = store.write_model(model_path, new.to_meta({"sources": sources, "history": history}),
                                     new.stats_, new._solution())
@@ -295,14 +290,12 @@ def _batch_record(stats, start, stop):
     return {"start": int(start), "stop": int(stop), "fingerprint": stats.fingerprint()}
 
 
-def _verify_rows(model, X, Y, record, names, progress):
+def _verify_rows(model, rows, labels, record, names, progress):
     """Re-read every merged row range and check it summarises exactly as when it was merged.
 
     Pass 1 is deterministic for a given chunking (a fixed merge tree, one BLAS
     thread per task), so an unchanged range gives the same fingerprint bit for bit.
     """
-    rows = as_dask_rows(X, name=names[0])
-    labels = as_dask_labels(Y, rows.chunks[0], X.shape[0], names)
     for batch in record.get("batches", []):
         a, b = batch["start"], batch["stop"]
         with _context(names[0]):

@@ -75,9 +75,10 @@ def as_dask_rows(X, chunk_rows=None, name="X"):
     return arr
 
 
-def as_dask_labels(y, row_chunks, n_rows, names=("X", "y")):
-    """y as a 1-D dask array whose chunks line up with the rows of X."""
+def as_dask_labels(y, row_chunks, names=("X", "y")):
+    """y as a 1-D dask array whose chunks line up with the rows of X (``row_chunks``)."""
     xname, yname = names
+    n_rows = int(sum(row_chunks))
     if not isinstance(y, da.Array):
         if not hasattr(y, "shape") or not hasattr(y, "dtype"):
             y = np.asarray(y)
@@ -145,7 +146,7 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
         Stamped as one batch, so merging it into a summary twice is detected.
     """
     X = as_dask_rows(X, chunk_rows, names[0])
-    y = as_dask_labels(y, X.chunks[0], X.shape[0], names)
+    y = as_dask_labels(y, X.chunks[0], names)
     if X.shape[0] == 0:
         msg = f"{names[0]} has no rows"
         raise InputError(msg)

@@ -15,7 +15,7 @@ from .errors import InputError
 from .passes import as_dask_labels, as_dask_rows, compute
 from .stats import ClassStats
 
-__all__ = ["PALETTE", "add_plot_parser", "class_histograms", "plot_output"]
+__all__ = ["PALETTE", "add_plot_parser", "class_histograms", "plot_output", "projection_scores"]
 
 # Okabe–Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -50,7 +50,7 @@ def class_histograms(coords, labels, classes, bins=160, limits=None):
     xedges, yedges : ndarray (bins + 1,)
     """
     coords = as_dask_rows(coords, name="coords")[:, :2]
-    labels = as_dask_labels(labels, coords.chunks[0], coords.shape[0], ("coords", "labels"))
+    labels = as_dask_labels(labels, coords.chunks[0], ("coords", "labels"))
     if limits is None:
         lo, hi = compute(coords.min(axis=0), coords.max(axis=0))
         pad = 0.02 * np.maximum(hi - lo, 1e-12)
@@ -150,17 +150,23 @@ def _plane_choice(z, comps, center, coef, intercept):
     return (scores[:, 0] > 0).astype(np.intp) if coef.shape[0] == 1 else scores.argmax(axis=1)
 
 
-def _scores(group, meta):
-    """Accuracy of the classifier on the shown rows, and how often the 2-D picture agrees with it.
+def projection_scores(group):
+    """Accuracy of the classifier on a projection's rows, and how often its 2-D picture agrees.
 
     Agreement is measured on the two plotted coordinates alone: the class the
     decision rule gives the point of the plane where each row is drawn,
     against the class the classifier gives the row itself.
+
+    Returns
+    -------
+    accuracy : float or None (None when the output holds no labels ``y``)
+    agreement : float
     """
+    meta = group.attrs["streamproj"]
     z = as_dask_rows(group["coords"], name="coords")
     rows = z.chunks[0]
     classes = np.asarray(meta["classes"])
-    predicted = as_dask_labels(group["predicted"], rows, z.shape[0])
+    predicted = as_dask_labels(group["predicted"], rows)
     comps = np.asarray(meta["components"])[:2]
     center, coef = np.asarray(meta["center"]), np.asarray(meta["coef"])
     intercept = np.asarray(meta["intercept"])
@@ -169,7 +175,7 @@ def _scores(group, meta):
     shown = shown.map_blocks(classes.take, dtype=classes.dtype)
     parts = [(shown == predicted).mean()]
     if "y" in group:
-        parts.append((as_dask_labels(group["y"], rows, z.shape[0]) == predicted).mean())
+        parts.append((as_dask_labels(group["y"], rows) == predicted).mean())
     results = compute(*parts)
     return (float(results[1]) if len(results) > 1 else None), float(results[0])
 
@@ -241,7 +247,7 @@ def plot_output(out, figure, model=None, compare_pca=False, qda=False, input_url
     fig, axs = plt.subplots(1, panels, figsize=(width / dpi, height / dpi), dpi=dpi, squeeze=False)
     data = _gather(coords, labels, classes, point_limit, bins)
     coef = np.asarray(meta["coef"])
-    accuracy, agreement = _scores(group, meta)
+    accuracy, agreement = projection_scores(group)
     if coef.shape[0] == 1:
         footer = f"the picture agrees with the classifier on {agreement:.1%} of points (boundary: z[0] = 0)"
     else:

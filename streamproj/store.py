@@ -17,6 +17,7 @@ is built in a temporary sibling folder and renamed into place.
 """
 
 import contextlib
+import datetime as _dt
 import fcntl
 import json
 import os
@@ -42,12 +43,18 @@ __all__ = [
     "output_group",
     "read_boundary",
     "read_model",
+    "timestamp",
     "write_model",
 ]
 
 MODEL_FORMAT = "streamproj-model"
 MODEL_FORMAT_VERSION = 1
 _CURRENT = "CURRENT"
+
+
+def timestamp():
+    """The current UTC time as recorded in models and outputs (ISO 8601, seconds)."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 # ------------------------------------------------------------------- inputs
