@@ -102,18 +102,12 @@ def build_parser():
     return parser
 
 
-def _progress(args):
-    if args.progress is not None:
-        return args.progress
-    return sys.stderr.isatty()
-
-
 def _fit(args):
     params = {"n_components": args.n_components, "shrinkage": args.shrinkage,
               "center": args.center, "boundary": args.boundary,
               "keep_class_scatter": args.keep_class_scatter}
     report = jobs.fit_model(args.input, args.model, args.x, args.y, params,
-                            overwrite=args.overwrite, progress=_progress(args))
+                            overwrite=args.overwrite, progress=args.progress)
     counts = ", ".join(f"{c}: {n:,}" for c, n in zip(report["classes"], report["counts"], strict=True))
     print(f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows ({counts})")
 
@@ -136,12 +130,12 @@ def _describe_update(report):
 
 def _update(args):
     print(_describe_update(jobs.update_model(args.model, args.input, args.x, args.y,
-                                             progress=_progress(args), verify=args.verify)))
+                                             progress=args.progress, verify=args.verify)))
 
 
 def _project(args):
     report = jobs.project_model(args.model, args.input, args.output, args.x, args.y,
-                                overwrite=args.overwrite, progress=_progress(args))
+                                overwrite=args.overwrite, progress=args.progress)
     print(f"wrote {report['output']}: coords ({report['rows']:,} x {report['n_components']}), "
           "decision, predicted")
 
@@ -152,7 +146,10 @@ def _run(args):
         from dataclasses import replace
 
         config = replace(config, dask=replace(config.dask, scheduler=args.scheduler, slurm=None))
-    for report in jobs.run_job(config, progress=args.progress):
+    progress = args.progress
+    if progress is None:  # neither --progress nor --no-progress: the config, else the terminal
+        progress = config.run.progress if config.run.progress is not None else sys.stderr.isatty()
+    for report in jobs.run_job(config, progress=progress):
         if report["status"] in ("updated", "unchanged"):
             print(_describe_update(report))
         elif report["status"] == "fitted":
@@ -176,6 +173,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "progress", False) is None and args.command != "run":
+        # Progress bars by default only where someone watches (run also consults its config).
+        args.progress = sys.stderr.isatty()
     warnings.showwarning = _show_warning
     try:
         # run takes its cluster from the config; info computes nothing

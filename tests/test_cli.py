@@ -309,3 +309,14 @@ def test_bad_boundary_files(tmp_path, capsys):
     assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m", "--boundary", tmp_path / "c.json") == 2
     assert "3 coefficients but the data have 4 features" in one_error_line(capsys)
     assert not (tmp_path / "m").exists()
+
+
+def test_run_progress_follows_the_flag_then_the_config(batches, capsys):
+    d, *_ = batches
+    config = d / "job.toml"
+    config.write_text('[input]\npath = "A.zarr"\n[model]\npath = "model"\nmode = "fit"\n'
+                      '[run]\nprogress = true\n')
+    assert run("run", config) == 0
+    assert "pass 1: summaries: 100%" in capsys.readouterr().err
+    assert run("run", config, "--no-progress") == 0
+    assert "pass 1" not in capsys.readouterr().err
