@@ -2,15 +2,21 @@
 
     python scripts/bench.py                      # 1M, 2M, 4M, 8M x 100 float32 + 500k x 1000
     python scripts/bench.py --sizes 2M --no-wide # quicker
+    python scripts/bench.py --baseline ../old    # also time another checkout's fit/project
     python scripts/bench.py --memory-limit-gb 2  # also the out-of-core run (8M rows = 3.2 GB)
 
 Datasets are Zarr groups of the seed's "coin" (float32 X, int8 y, zstd, 100,000-row
 chunks) made once under --data and reused. Every measurement runs in a fresh
-Python process, so its peak RSS is its own; each time is the median of
---repeats runs inside that process (data loading for in-memory peers is not
-timed). Peers: scikit-learn LDA ("eigen", "svd") and IncrementalPCA fed chunk by
-chunk, dask-ml PCA. Floors: dask reading and summing the Zarr, reading it and
-writing an (n x 2) float64 array to Zarr, and numpy's X.T @ X in memory.
+Python process, so its peak RSS is its own, and times one call after an untimed
+set-up (data loading for in-memory peers is not timed). The machine is noisy, so
+repetitions are interleaved: round r runs every task once before round r+1
+starts, and each figure is the median over --repeats rounds (>= 5). Ratios are
+the median of the per-round ratios (both sides measured back to back).
+Peers: scikit-learn LDA ("eigen", "svd") and IncrementalPCA fed chunk by chunk,
+dask-ml PCA. Floors: dask reading and summing the Zarr, reading it and writing
+an (n x 2) float64 array to Zarr, and numpy's X.T @ X in memory. ``--baseline DIR``
+times ``fit`` and ``project`` of the streamproj source tree in DIR too (as
+``fit@base``), in the same rounds, so a change is compared with the code before it.
 Needs the extras: pip install -e ".[all,bench]".
 """
 
@@ -73,8 +79,9 @@ def task_read_write(path, tmp):
     def run():
         # map_blocks sees whole chunks: slicing first (X[:, :2]) would let dask push the
         # slice into the reader and copy out two columns, which no projection can do.
-        Z = da.from_zarr(X).map_blocks(lambda b: b[:, :2].astype(np.float64), dtype=np.float64,
-                                       chunks=(X.chunks[0], 2))
+        rows = da.from_zarr(X)
+        Z = rows.map_blocks(lambda b: b[:, :2].astype(np.float64), dtype=np.float64,
+                            chunks=(rows.chunks[0], (2,)))
         da.to_zarr(Z, str(tmp / "floor.zarr"), overwrite=True)
 
     return run
@@ -157,6 +164,35 @@ def task_daskml_pca(path, tmp):
 
     X, _ = _open(path)
     return lambda: PCA(n_components=2).fit(da.from_zarr(X))
+
+
+def _frame_data():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1_000_000, 50))
+    y = (X[:, 0] + rng.normal(size=X.shape[0]) > 0).astype(np.int64)
+    return X, y
+
+
+def task_fit_numpy(path, tmp):
+    """1M x 50 float64 in memory as a numpy array (the DataFrame case's reference)."""
+    import streamproj as sp
+
+    X, y = _frame_data()
+    return lambda: sp.BoundaryProjector().fit(X, y)
+
+
+def task_fit_pandas(path, tmp):
+    """The same rows as a pandas DataFrame and Series."""
+    import pandas as pd
+
+    import streamproj as sp
+
+    X, y = _frame_data()
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    labels = pd.Series(y, name="label")
+    return lambda: sp.BoundaryProjector().fit(frame, labels)
 
 
 # The out-of-core run keeps its model and coordinates here, for the correctness check.
@@ -274,19 +310,38 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(task, path, repeats, limit_gb=None, keep=None):
+def measure(task, path, repeats, limit_gb=None, keep=None, source=None):
+    """Run one task in a fresh process; ``source`` is another streamproj tree to import."""
     cmd = [sys.executable, __file__, "--task", task, "--path", str(path), "--repeats", str(repeats)]
     if limit_gb:
         cmd += ["--limit-gb", str(limit_gb)]
     if keep:
         cmd += ["--keep", str(keep)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    env = dict(os.environ)
+    if source:
+        env["PYTHONPATH"] = os.pathsep.join([str(source), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"task": task, "path": str(path), "ok": False, "limit_gb": limit_gb,
                 "error": f"exit {proc.returncode}: {tail[:120]}", "peak_rss_mb": None}
     return json.loads(lines[-1])
+
+
+def _combine(name, runs):
+    """One result from the per-round runs of a task: all times, their median, the largest RSS."""
+    ok = [r for r in runs if r.get("ok")]
+    out = dict(runs[-1])
+    out["task"] = name
+    if len(ok) == len(runs):
+        out["seconds"] = [r["median"] for r in ok]
+        out["median"] = statistics.median(out["seconds"])
+    else:
+        out.update(ok=False, error=next(r.get("error") for r in runs if not r.get("ok")))
+    rss = [r["peak_rss_mb"] for r in runs if r.get("peak_rss_mb")]
+    out["peak_rss_mb"] = max(rss) if rss else None
+    return out
 
 
 def fmt_rows(n, p):
@@ -300,7 +355,11 @@ def main():
     ap.add_argument("--target", default="2M", help="the size the ratio targets refer to")
     ap.add_argument("--no-wide", action="store_true", help="skip the 500k x 1000 case")
     ap.add_argument("--peers-up-to", default="2M", help="largest size to run the in-memory peers on")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="another streamproj source tree whose fit/project are timed in the same rounds")
+    ap.add_argument("--frames", action="store_true",
+                    help="also fit 1M x 50 from a pandas DataFrame vs the same numpy array")
     ap.add_argument("--memory-limit-gb", type=float, default=None,
                     help="also run fit/project (and peers) on the largest size under this address-space limit")
     ap.add_argument("--json", default=None, help="write all results here (default DATA/results.json)")
@@ -319,22 +378,34 @@ def main():
     target = parse_rows(args.target)
     peers_max = parse_rows(args.peers_up_to)
     cases = [(n, 100) for n in sizes] + ([] if args.no_wide else [(500_000, 1000)])
-    print(f"streamproj benchmark: {os.cpu_count()} cores, repeats={args.repeats}", file=sys.stderr)
-    results = []
+    print(f"streamproj benchmark: {os.cpu_count()} cores, {args.repeats} interleaved rounds",
+          file=sys.stderr)
+    plan = []  # (name, task, n, p, source tree or None)
     for n, p in [] if args.only_out_of_core else cases:
-        path = dataset(args.data, n, p)
         tasks = ["read", "read_write", "fit", "project"]
         if n == target or p != 100:
             tasks += ["gram", "run", "ipca", "daskml_pca"]
         if n <= peers_max or p != 100:
             tasks += ["lda_eigen", "lda_svd"]
-        for task in tasks:
-            r = measure(task, path, args.repeats)
-            r.update(rows=n, cols=p)
-            results.append(r)
+        plan += [(task, task, n, p, None) for task in tasks]
+        if args.baseline and n == target:
+            plan += [(f"{task}@base", task, n, p, args.baseline) for task in ("fit", "project")]
+    if args.frames and not args.only_out_of_core:
+        plan += [(task, task, 1_000_000, 50, None) for task in ("fit_numpy", "fit_pandas")]
+    paths = {(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan if p in (100, 1000)}
+    runs = {item: [] for item in plan}
+    for round_ in range(args.repeats):
+        for item in plan:
+            name, task, n, p, source = item
+            r = measure(task, paths.get((n, p), ""), 1, source=source)
+            runs[item].append(r)
             shown = f"{r['median']:.2f} s" if r.get("ok") else r.get("error")
-            print(f"  {fmt_rows(n, p):>12} {task:<11} {shown}  (peak {r['peak_rss_mb'] or 0:.0f} MB)",
-                  file=sys.stderr)
+            print(f"  round {round_ + 1}: {fmt_rows(n, p):>12} {name:<12} {shown}  "
+                  f"(peak {r['peak_rss_mb'] or 0:.0f} MB)", file=sys.stderr)
+    results = []
+    for item, item_runs in runs.items():
+        name, _, n, p, _ = item
+        results.append({**_combine(name, item_runs), "rows": n, "cols": p})
     if args.memory_limit_gb:
         n, p = max(sizes), 100
         path = dataset(args.data, n, p)
@@ -373,8 +444,10 @@ def report(results, target, sizes, limit_gb):
         print(f"| {fmt_rows(r['rows'], r['cols'])} | {r['task']}{limit} | {t} | {rss} |")
 
     def ratio(a, b):
+        """Median of the per-round ratios (each pair measured back to back)."""
         if a and b and a.get("ok") and b.get("ok"):
-            return a["median"] / b["median"]
+            pairs = zip(a.get("seconds", [a["median"]]), b.get("seconds", [b["median"]]), strict=False)
+            return statistics.median(x / y for x, y in pairs)
         return None
 
     rows = []
@@ -392,6 +465,18 @@ def report(results, target, sizes, limit_gb):
             (f"run (fit+project) / IncrementalPCA ({label})", ratio(get("run", n, p), get("ipca", n, p)), "< 1"),
             (f"run (fit+project) / dask-ml PCA ({label})", ratio(get("run", n, p), get("daskml_pca", n, p)), ""),
         ]
+    if get("fit@base", target):
+        label = fmt_rows(target, 100)
+        rows += [
+            (f"fit / read floor, baseline tree ({label})",
+             ratio(get("fit@base", target), get("read", target)), ""),
+            (f"fit now / fit baseline ({label})", ratio(get("fit", target), get("fit@base", target)), "<= 1.1"),
+            (f"project now / project baseline ({label})",
+             ratio(get("project", target), get("project@base", target)), "<= 1.1"),
+        ]
+    if get("fit_pandas", 1_000_000, 50):
+        rows.append(("fit pandas DataFrame / numpy array (1M x 50 float64)",
+                     ratio(get("fit_pandas", 1_000_000, 50), get("fit_numpy", 1_000_000, 50)), "<= 1.2"))
     small, large = min(sizes), max(sizes)
     a, b = get("fit", small), get("fit", large)
     if a and b and a.get("peak_rss_mb") and b.get("peak_rss_mb"):
