@@ -417,3 +417,11 @@ def test_object_store_sources_read_like_local_ones(s3, inputs, data):
         np.testing.assert_array_equal(src.y.compute(), y)
     with pytest.raises(InputError, match=r"no input matches 's3://streamproj-test/none-\*'"):
         sources.expand("s3://streamproj-test/none-*", storage_options=options)
+
+
+def test_compressed_csv_is_one_block(inputs, data, tmp_path):
+    X, y = data
+    _frame(X, y).to_csv(tmp_path / "t.csv.gz", index=False)
+    src = sources.open_source(tmp_path / "t.csv.gz", label="label", chunk_rows=100)
+    assert src.kind == "csv" and src.X.chunks[0] == (N,)  # gzip cannot be split into blocks
+    np.testing.assert_array_equal(src.X.compute(), X)
