@@ -1,0 +1,427 @@
+"""Inputs in every supported format read back the same rows, lazily, chunk by chunk."""
+
+import os
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zarr
+from conftest import make_classes, write_zarr
+
+import streamproj as sp
+from streamproj import sources
+from streamproj.errors import BadValuesError, InputError, StreamprojError
+
+h5py = pytest.importorskip("h5py")
+xr = pytest.importorskip("xarray")
+
+N, P, K = 1000, 5, 3
+COLS = [f"emb_{i}" for i in range(P)]
+
+
+def _frame(X, y):
+    df = pd.DataFrame(X, columns=COLS)
+    df.insert(2, "label", y)  # the label between features: selection must not depend on order
+    return df
+
+
+def _parquet(path, df, row_group_size=None):
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), str(path),
+                   row_group_size=row_group_size)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_classes(n=N, p=P, k=K, seed=11)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, data):
+    """The same rows in every format; returns {name: (spec, open_source kwargs)}."""
+    X, y = data
+    d = tmp_path_factory.mktemp("inputs")
+    df = _frame(X, y)
+    write_zarr(d / "v3.zarr", X, y, chunk_rows=100)
+    g = zarr.open_group(str(d / "v2.zarr"), mode="w", zarr_format=2)
+    g.create_array("X", data=X, chunks=(100, P))
+    g.create_array("y", data=y, chunks=(100,))
+    _parquet(d / "one.parquet", df, row_group_size=150)
+    (d / "folder").mkdir()
+    (d / "days").mkdir()
+    for i in range(4):
+        part = df.iloc[i * 250 : (i + 1) * 250]
+        _parquet(d / "folder" / f"part-{i}.parquet", part)
+        _parquet(d / "days" / f"day-{i}.parquet", part)
+    (d / "folder" / "_SUCCESS").write_text("")  # not data: skipped like dask and Spark do
+    df.to_csv(d / "t.csv", index=False)
+    with h5py.File(d / "t.h5", "w") as f:
+        f.create_dataset("g/X", data=X, chunks=(100, P))
+        f.create_dataset("g/y", data=y)
+    ds = xr.Dataset({"X": (("row", "feature"), X), "y": (("row",), y)},
+                    coords={"feature": COLS})
+    ds.to_netcdf(d / "t.nc", engine="h5netcdf", encoding={"X": {"chunksizes": (100, P)}})
+    flat = xr.Dataset({c: (("row",), X[:, i]) for i, c in enumerate(COLS)} | {"label": (("row",), y)})
+    flat.to_zarr(d / "flat.zarr", mode="w", zarr_format=3, consolidated=False)
+    return {
+        "zarr-v3": (d / "v3.zarr", {}),
+        "zarr-v2": (d / "v2.zarr", {}),
+        "parquet-file": (d / "one.parquet", {"features": "emb_*", "label": "label",
+                                             "chunk_rows": 300}),
+        "parquet-folder": (d / "folder", {"features": COLS, "label": "label"}),
+        "csv": (d / "t.csv", {"features": ",".join(COLS), "label": "label", "chunk_rows": 200}),
+        "hdf5": (f"{d / 't.h5'}:/g/X", {"chunk_rows": 250}),
+        "netcdf": (d / "t.nc", {"chunk_rows": 200}),
+        "xarray-zarr": (d / "flat.zarr", {"kind": "xarray", "features": "emb_*", "label": "label",
+                                          "chunk_rows": 250}),
+        "days": (d / "days", {}),
+    }
+
+
+FORMATS = ["zarr-v3", "zarr-v2", "parquet-file", "parquet-folder", "csv", "hdf5", "netcdf",
+           "xarray-zarr"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_format_reads_the_same_rows_in_row_chunks(inputs, data, name):
+    X, y = data
+    spec, kw = inputs[name]
+    src = sources.open_source(spec, **kw)
+    assert src.kind == name.split("-")[0].replace("netcdf", "xarray")
+    assert (src.n_rows, src.n_features) == (N, P)
+    assert src.X.chunks[1] == (P,)  # all features in one chunk
+    assert len(src.X.chunks[0]) > 1  # never one chunk of everything
+    assert src.y.chunks[0] == src.X.chunks[0]
+    with dask.config.set(scheduler="threads"):  # h5py and xarray readers under threads
+        got_X, got_y = dask.compute(src.X, src.y)
+    np.testing.assert_array_equal(got_X, X)
+    np.testing.assert_array_equal(got_y, y)
+    assert src.X.dtype == np.float64
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_accumulate_on_a_source_matches_numpy(inputs, data, name):
+    X, y = data
+    spec, kw = inputs[name]
+    src = sources.open_source(spec, **kw)
+    want = sp.accumulate(X, y)
+    got = sp.accumulate(src.X, src.y, names=src.names)
+    np.testing.assert_array_equal(got.classes, want.classes)
+    np.testing.assert_array_equal(got.counts, want.counts)
+    np.testing.assert_allclose(got.means, want.means, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.within, want.within, rtol=1e-12, atol=1e-12)
+
+
+def test_feature_names_and_message_names(inputs):
+    spec, kw = inputs["parquet-file"]
+    src = sources.open_source(spec, **kw)
+    assert src.feature_names == tuple(COLS)  # the label column between them is left out
+    assert src.names == (f"{spec}[emb_*]", f"{spec}:label")
+    assert sources.open_source(inputs["netcdf"][0]).feature_names == tuple(COLS)  # coordinate
+    assert sources.open_source(inputs["zarr-v3"][0]).feature_names == tuple(f"x{i}" for i in range(P))
+    h5 = sources.open_source(inputs["hdf5"][0])
+    assert h5.names == (f"{inputs['hdf5'][0]}", f"{inputs['hdf5'][0][:-2]}/y")
+
+
+def test_parquet_default_features_are_every_column_but_the_label(inputs, data):
+    src = sources.open_source(inputs["days"][0] / "day-1.parquet", label="label")
+    assert src.feature_names == tuple(COLS)
+    np.testing.assert_array_equal(src.X.compute(), data[0][250:500])
+
+
+def test_parquet_glob_expands_to_sorted_sources_that_add_up(inputs, data, tmp_path):
+    X, y = data
+    days = inputs["days"][0]
+    srcs = sources.open_sources([str(days / "day-*.parquet")], label="label")
+    assert [os.path.basename(s.url) for s in srcs] == [f"day-{i}.parquet" for i in range(4)]
+    np.testing.assert_array_equal(np.concatenate([s.X.compute() for s in srcs]), X)
+    total = sum((sp.accumulate(s.X, s.y) for s in srcs[1:]), sp.accumulate(srcs[0].X, srcs[0].y))
+    np.testing.assert_array_equal(total.counts, sp.accumulate(X, y).counts)
+    np.testing.assert_allclose(total.means, sp.accumulate(X, y).means, rtol=1e-12, atol=1e-12)
+
+
+def test_parquet_is_read_row_group_by_row_group_never_all_at_once(inputs, monkeypatch):
+    calls = {"rows": [], "labels": []}
+
+    def counting(name, key):
+        real = getattr(sources, name)
+
+        def reader(*args):
+            out = real(*args)
+            calls[key].append(len(out))
+            return out
+
+        monkeypatch.setattr(sources, name, reader)
+
+    counting("_read_parquet_rows", "rows")
+    counting("_read_parquet_labels", "labels")
+    spec, kw = inputs["parquet-file"]
+    src = sources.open_source(spec, **kw)
+    assert calls == {"rows": [], "labels": []}  # opening reads footers only
+    assert src.X.chunks[0] == (300, 300, 300, 100)  # whole 150-row groups, at most 300 rows
+    with dask.config.set(scheduler="sync"):
+        sp.accumulate(src.X, src.y)
+    # Each chunk read exactly once, none holding more than 300 rows.
+    assert sorted(calls["rows"]) == sorted(calls["labels"]) == [100, 300, 300, 300]
+    calls["rows"].clear()
+    src.identity()
+    # The fingerprint reads only the chunks holding the first and last 256 rows (0:300, 600:1000).
+    assert sorted(calls["rows"]) == [100, 300, 300]
+
+
+def test_hdf5_is_read_by_one_task_per_chunk(inputs, monkeypatch):
+    calls = []
+    real = sources._read_hdf5_rows
+
+    def counting(*args):
+        out = real(*args)
+        calls.append((args[2], len(out)))
+        return out
+
+    monkeypatch.setattr(sources, "_read_hdf5_rows", counting)
+    src = sources.open_source(inputs["hdf5"][0], chunk_rows=250)
+    assert calls == []
+    with dask.config.set(scheduler="threads"):
+        sp.accumulate(src.X, src.y)
+    assert sorted(calls) == [("/g/X", 250)] * 4 + [("/g/y", 250)] * 4
+
+
+def test_hdf5_dataset_given_with_x_and_y_paths(inputs, data):
+    path = inputs["hdf5"][0].split(":/")[0]
+    src = sources.open_source(path, x="/g/X", y="/g/y", chunk_rows=300)
+    assert src.url.endswith("t.h5:/g/X")
+    np.testing.assert_array_equal(src.y.compute(), data[1])
+
+
+def test_identity_is_stable_and_changes_with_the_edge_rows(inputs, data, tmp_path):
+    X, y = data
+    spec, kw = inputs["parquet-file"]
+    a = sources.open_source(spec, **kw).identity()
+    b = sources.open_source(spec, **{**kw, "chunk_rows": 150}).identity()
+    assert a == b  # the fingerprint does not depend on the chunking
+    assert a["url"] == os.path.realpath(spec) and a["n_rows"] == N and a["y"] == "label"
+    assert a["x"] == COLS and a["dtype"] == "float64"
+    for row in (0, N - 1):
+        changed = _frame(X, y)
+        changed.loc[row, "emb_3"] += 1e-9
+        _parquet(tmp_path / "c.parquet", changed, row_group_size=150)
+        other = sources.open_source(tmp_path / "c.parquet", **kw).identity()
+        assert other["fingerprint"] != a["fingerprint"], row
+    relabelled = _frame(X, y)
+    relabelled.loc[N - 1, "label"] = (y[-1] + 1) % K
+    _parquet(tmp_path / "c.parquet", relabelled, row_group_size=150)
+    assert sources.open_source(tmp_path / "c.parquet", **kw).fingerprint() != a["fingerprint"]
+
+
+def test_a_grown_source_keeps_the_fingerprint_of_its_old_rows(tmp_path, data):
+    X, y = data
+    write_zarr(tmp_path / "g.zarr", X[:600], y[:600])
+    old = sources.open_source(tmp_path / "g.zarr").identity()
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="a")
+    group["X"].append(X[600:])
+    group["y"].append(y[600:])
+    grown = sources.open_source(tmp_path / "g.zarr")
+    assert grown.n_rows == N
+    assert grown.fingerprint(rows=600) == old["fingerprint"]
+    assert grown.fingerprint() != old["fingerprint"]
+    assert grown.key() == {k: old[k] for k in ("url", "kind", "x", "y")}
+
+
+def test_expand_sorts_deduplicates_and_keeps_the_hdf5_dataset(inputs, tmp_path, monkeypatch):
+    days = inputs["days"][0]
+    monkeypatch.chdir(days)
+    got = sources.expand(["day-[23].parquet", str(days / "day-*.parquet"), "./day-0.parquet"])
+    assert got == [str(days.resolve() / f"day-{i}.parquet") for i in range(4)]
+    h5 = inputs["hdf5"][0]
+    pattern = h5.replace("t.h5", "t*.h5")
+    assert sources.expand(pattern) == [os.path.realpath(h5.split(":/")[0]) + ":/g/X"]
+    with pytest.raises(InputError, match=r"no input matches '.*nothing-\*\.zarr'"):
+        sources.expand([str(days / "day-0.parquet"), str(days / "nothing-*.zarr")])
+
+
+def test_text_labels_from_parquet_and_csv(tmp_path, data):
+    X, y = data
+    names = np.array(["cat", "dog", "eel"])[y]
+    df = _frame(X, names)
+    _parquet(tmp_path / "s.parquet", df, row_group_size=300)
+    df.to_csv(tmp_path / "s.csv", index=False)
+    want = sp.accumulate(X, names)
+    for path in (tmp_path / "s.parquet", tmp_path / "s.csv"):
+        src = sources.open_source(path, label="label", chunk_rows=300)
+        assert src.y.dtype == object
+        assert src.y.compute().tolist() == names.tolist()
+        got = sp.accumulate(src.X, src.y)
+        assert got.classes.tolist() == want.classes.tolist()
+        np.testing.assert_array_equal(got.counts, want.counts)
+
+
+def test_float32_is_kept_and_integer_features_become_float64(tmp_path, data):
+    X, y = data
+    df = pd.DataFrame({"a": X[:, 0].astype(np.float32), "b": X[:, 1].astype(np.float32), "y": y})
+    _parquet(tmp_path / "f.parquet", df)
+    assert sources.open_source(tmp_path / "f.parquet").X.dtype == np.float32
+    df["c"] = np.arange(N)
+    _parquet(tmp_path / "i.parquet", df)
+    src = sources.open_source(tmp_path / "i.parquet")
+    assert src.X.dtype == np.float64
+    np.testing.assert_array_equal(src.X[:, 2].compute(), np.arange(N))
+
+
+def test_labels_are_optional_when_not_required(tmp_path, data):
+    X, _ = data
+    _parquet(tmp_path / "u.parquet", pd.DataFrame(X, columns=COLS))
+    src = sources.open_source(tmp_path / "u.parquet", require_y=False)
+    assert src.y is None and src.label is None and src.identity()["y"] is None
+    write_zarr(tmp_path / "u.zarr", X)
+    assert sources.open_source(tmp_path / "u.zarr", require_y=False).y is None
+    with pytest.raises(InputError, match=r"u\.parquet has no label column 'y'"):
+        sources.open_source(tmp_path / "u.parquet")
+
+
+# --------------------------------------------------------------------- errors
+def _error(spec, **kw):
+    with pytest.raises(StreamprojError) as info:
+        sources.open_source(spec, **kw)
+    text = str(info.value)
+    assert "\n" not in text
+    return text
+
+
+def test_missing_input_and_unknown_format(tmp_path):
+    assert _error(tmp_path / "gone.parquet") == f"no such input: {tmp_path / 'gone.parquet'}"
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01junk")
+    text = _error(tmp_path / "blob.bin")
+    assert str(tmp_path / "blob.bin") in text and "unknown input format" in text
+    assert "unknown input kind 'excel'" in _error(tmp_path / "blob.bin", kind="excel")
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
+    assert "bad.parquet is not a readable Parquet file" in _error(tmp_path / "bad.parquet")
+
+
+def test_column_errors_name_the_file_and_the_column(inputs, tmp_path, data):
+    spec = inputs["parquet-file"][0]
+    text = _error(spec, features=["emb_0", "nope"], label="label")
+    assert text.startswith(f"{spec} has no column 'nope' (columns: emb_0, emb_1, label, emb_2")
+    text = _error(spec, features="zz_*", label="label")
+    assert text.startswith(f"{spec}: the feature pattern 'zz_*' matches no column (columns: ")
+    text = _error(spec, features="emb_*", label="target")
+    assert text.startswith(f"{spec} has no label column 'target' (columns: emb_0")
+    assert "--label" in text
+    assert "'label' is the label column" in _error(spec, features=["emb_0", "label"], label="label")
+    X, y = data
+    df = _frame(X, y)
+    df["city"] = "Oslo"
+    _parquet(tmp_path / "s.parquet", df)
+    text = _error(tmp_path / "s.parquet", label="label")  # default: every column but the label
+    assert text.startswith(f"{tmp_path / 's.parquet'}: feature column 'city' holds large_string values, not numbers")
+    assert "leave it out of --features" in text
+    _parquet(tmp_path / "only.parquet", pd.DataFrame({"label": y}))
+    text = _error(tmp_path / "only.parquet", label="label")
+    assert text.startswith(f"{tmp_path / 'only.parquet'} has no feature columns (columns: label)")
+    assert "has no column 'x'" in _error(inputs["csv"][0], features="x", label="label")
+    assert "x is not allowed" not in _error(spec, x="emb", label="label")
+    assert "choose them with --features" in _error(spec, x="emb", label="label")
+
+
+def test_options_that_do_not_apply_to_arrays(inputs):
+    text = _error(inputs["zarr-v3"][0], features="emb_*")
+    assert text.startswith(f"{inputs['zarr-v3'][0]} is a Zarr group: it holds arrays, not columns")
+    assert "--x/--y" in text
+    assert "HDF5 file" in _error(inputs["hdf5"][0], label="label")
+
+
+def test_array_and_variable_errors_list_what_exists(inputs, tmp_path):
+    text = _error(inputs["zarr-v3"][0], x="Z")
+    assert "has no array 'Z' (arrays: X, y)" in text
+    h5 = inputs["hdf5"][0].split(":/")[0]
+    text = _error(f"{h5}:/g/Z")
+    assert text.startswith(f"{h5}:/g/Z: no such dataset (datasets in /g: X, y)")
+    assert "group, not a dataset" in _error(f"{h5}:/g")
+    text = _error(inputs["netcdf"][0], x="Z")
+    assert text.startswith(f"{inputs['netcdf'][0]} has no variable 'Z' (variables: X, y)")
+    text = _error(inputs["xarray-zarr"][0], kind="xarray", features="emb_*", label="target")
+    assert "has no label variable 'target' (variables: emb_0" in text
+
+
+def test_bad_values_found_while_reading_name_the_row(tmp_path, data):
+    X, y = data
+    df = _frame(X, y).astype({"emb_1": object})
+    df.loc[700, "emb_1"] = "abc"
+    df.to_csv(tmp_path / "bad.csv", index=False)
+    src = sources.open_source(tmp_path / "bad.csv", label="label", chunk_rows=200)
+    with pytest.raises(InputError, match=r"bad\.csv: column 'emb_1' holds 'abc' at row 700, not a number"):
+        sp.accumulate(src.X, src.y, names=src.names)
+    table = pa.Table.from_pandas(_frame(X, y), preserve_index=False)
+    labels = pa.array(np.where(np.arange(N) == 420, None, y).tolist(), type=pa.int64())
+    pq.write_table(table.set_column(2, "label", labels), tmp_path / "null.parquet",
+                   row_group_size=100)
+    src = sources.open_source(tmp_path / "null.parquet", label="label")
+    with pytest.raises(InputError, match=r"null\.parquet: the label 'label' is missing at row 420"):
+        sp.accumulate(src.X, src.y, names=src.names)
+    df = _frame(X, y)
+    df.loc[333, "emb_4"] = np.nan
+    _parquet(tmp_path / "nan.parquet", df, row_group_size=100)
+    src = sources.open_source(tmp_path / "nan.parquet", label="label")
+    with pytest.raises(BadValuesError, match=r"nan\.parquet\[emb_0,.*row 333"):
+        sp.accumulate(src.X, src.y, names=src.names)
+
+
+def test_sources_with_different_features_are_refused(inputs, tmp_path, data):
+    X, y = data
+    _parquet(tmp_path / "a.parquet", _frame(X, y))
+    _parquet(tmp_path / "b.parquet", _frame(X, y).drop(columns="emb_4"))
+    with pytest.raises(InputError, match=r"b\.parquet\[.*has 4 features .* every input must have"):
+        sources.open_sources(str(tmp_path / "*.parquet"), label="label")
+
+
+# ------------------------------------------------------------------ object store
+@pytest.fixture(scope="module")
+def s3():
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = {"key": "testing", "secret": "testing",
+               "client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"}}
+    fs = s3fs.S3FileSystem(**options)
+    fs.call_s3("create_bucket", Bucket="streamproj-test")
+    yield fs, options
+    server.stop()
+
+
+def test_object_store_sources_read_like_local_ones(s3, inputs, data):
+    fs, options = s3
+    X, y = data
+    days = inputs["days"][0]
+    for i in range(4):
+        fs.put(str(days / f"day-{i}.parquet"), f"streamproj-test/days/day-{i}.parquet")
+    fs.put(str(inputs["csv"][0]), "streamproj-test/t.csv")
+    fs.put(inputs["hdf5"][0].split(":/")[0], "streamproj-test/t.h5")
+    urls = sources.expand("s3://streamproj-test/days/day-*.parquet", storage_options=options)
+    assert urls == [f"s3://streamproj-test/days/day-{i}.parquet" for i in range(4)]
+    srcs = sources.open_sources(urls, label="label", storage_options=options)
+    np.testing.assert_array_equal(np.concatenate([s.X.compute() for s in srcs]), X)
+    assert srcs[0].identity()["url"] == "s3://streamproj-test/days/day-0.parquet"
+    folder = sources.open_source("s3://streamproj-test/days/", label="label",
+                                 storage_options=options)
+    assert folder.url == "s3://streamproj-test/days" and len(folder.X.chunks[0]) == 4
+    csv = sources.open_source("s3://streamproj-test/t.csv", label="label", chunk_rows=300,
+                              storage_options=options)
+    h5 = sources.open_source("s3://streamproj-test/t.h5:/g/X", chunk_rows=300,
+                             storage_options=options)
+    for src in (folder, csv, h5):
+        np.testing.assert_array_equal(src.X.compute(), X)
+        np.testing.assert_array_equal(src.y.compute(), y)
+    with pytest.raises(InputError, match=r"no input matches 's3://streamproj-test/none-\*'"):
+        sources.expand("s3://streamproj-test/none-*", storage_options=options)
+
+
+def test_compressed_csv_is_one_block(inputs, data, tmp_path):
+    X, y = data
+    _frame(X, y).to_csv(tmp_path / "t.csv.gz", index=False)
+    src = sources.open_source(tmp_path / "t.csv.gz", label="label", chunk_rows=100)
+    assert src.kind == "csv" and src.X.chunks[0] == (N,)  # gzip cannot be split into blocks
+    np.testing.assert_array_equal(src.X.compute(), X)
