@@ -199,6 +199,13 @@ class ClassMap:
         self._order = np.argsort(self.classes, kind="stable")
         self._sorted = self.classes[self._order]
         self._lut = lut
+        # small-range integer classes: one table lookup instead of a binary search
+        self._dense = None
+        if self.classes.dtype.kind in "iu" and k and np.ptp(self.classes) < 1_000_000:
+            lo = int(self.classes.min())
+            table = np.full(int(np.ptp(self.classes)) + 1, len(shown), dtype=np.intp)
+            table[self.classes.astype(np.int64) - lo] = lut
+            self._dense = (lo, table)
         self.names = [str(c) for c in self.classes[shown]] + ["other"]
 
     def bucket_of_class(self, position):
@@ -208,6 +215,11 @@ class ClassMap:
     def index(self, labels):
         """Bucket (0 .. n_buckets-1) of each label; unknown labels are "other"."""
         labels = np.asarray(labels).ravel()
+        if self._dense is not None and labels.dtype.kind in "iu":
+            lo, table = self._dense
+            pos = labels.astype(np.int64) - lo
+            ok = (pos >= 0) & (pos < table.size)
+            return np.where(ok, table[np.where(ok, pos, 0)], self.n_buckets - 1)
         if self._sorted.dtype.kind in "USOT" and labels.dtype.kind not in "USOT":
             labels = labels.astype(str)
         elif self._sorted.dtype.kind not in "USOT" and labels.dtype.kind in "USOT":

@@ -97,17 +97,19 @@ class Pyramid:
                             bucket[inside][keep], rows[keep])
 
     def _merge(self, tile, h, x, y, bucket, row):
+        # only the tiles the candidates fall in are re-ranked; the rest stay as they are
         s = self.sample
-        new = {"tile": np.concatenate([s["tile"], tile]), "hash": np.concatenate([s["hash"], h]),
-               "x": np.concatenate([s["x"], x]), "y": np.concatenate([s["y"], y]),
-               "bucket": np.concatenate([s["bucket"], bucket]),
-               "row": np.concatenate([s["row"], row])}
+        touched = np.zeros(self.tiles * self.tiles, dtype=bool)
+        touched[tile] = True
+        mine = touched[s["tile"]]
+        cand = {"tile": tile, "hash": h, "x": x, "y": y, "bucket": bucket, "row": row}
+        new = {k: np.concatenate([s[k][mine], cand[k]]) for k in s}
         order = np.lexsort((new["hash"], new["tile"]))
         t = new["tile"][order]
         first = np.searchsorted(t, t, side="left")
         rank = np.arange(t.size) - first
         kept = order[rank < self.per_tile]
-        self.sample = {k: v[kept] for k, v in new.items()}
+        self.sample = {k: np.concatenate([s[k][~mine], new[k][kept]]) for k in s}
         # tiles now full admit only hashes below their largest kept one
         full_last = order[rank == self.per_tile - 1]
         self._thresh[new["tile"][full_last]] = new["hash"][full_last]
