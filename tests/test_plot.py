@@ -1,14 +1,21 @@
 import re
 
+import dask.array as da
 import matplotlib.image as mpimg
 import numpy as np
+import pandas as pd
 import pytest
+import zarr
 from conftest import make_classes, make_coin, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, solvers
 from streamproj.cli import main
-from streamproj.plot import class_histograms, plot_output
+from streamproj.errors import InputError
+from streamproj.plot import coordinates, draw_output, plot_output, plot_projection
+from streamproj.plot.figure import PALETTE, shade
+from streamproj.plot.reading import Blocks, ClassMap, robust_limits, stream
+from streamproj.plot.summary import PictureSummary
 
 
 class CountingArray:
@@ -26,20 +33,219 @@ class CountingArray:
         return out
 
 
-def test_histograms_read_one_chunk_at_a_time_and_count_every_row():
+def rgb(hex_color):
+    return np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+def test_one_pass_counts_every_row_reading_one_chunk_at_a_time():
     rng = np.random.default_rng(0)
-    coords = rng.normal(size=(50_000, 3))
+    z = rng.normal(size=(50_000, 3))
     labels = rng.integers(0, 3, size=50_000)
-    c, y = CountingArray(coords, 1000), CountingArray(labels, 1000)
-    limits = ((-5.0, 5.0), (-5.0, 5.0))
-    hist, xe, ye = class_histograms(c, y, np.array([0, 1, 2]), bins=40, limits=limits)
-    assert c.largest_read <= 1000 and y.largest_read <= 1000
-    for k in range(3):
-        ref = np.histogram2d(coords[labels == k, 0], coords[labels == k, 1], bins=(xe, ye))[0]
-        np.testing.assert_array_equal(hist[k], ref)
+    zc, yc = CountingArray(z, 1000), CountingArray(labels, 1000)
+    limits = np.array([[-3.0, 3.0], [-2.0, 2.5], [-4.0, 4.0]])
+    cm = ClassMap(np.array([0, 1, 2]))
+    s = PictureSummary(cm, limits, [(0, 1), (0, 2)], {(0, 1): (30, 20), (0, 2): (30, 40)},
+                       margin_bins=50, binary=None)
+    stream(Blocks({"z": zc, "label": yc}), s.add)
+    assert zc.largest_read <= 1000 and yc.largest_read <= 1000
+    for (i, j), bins in [((0, 1), (30, 20)), ((0, 2), (30, 40))]:
+        xe = np.linspace(*limits[i], bins[0] + 1)
+        ye = np.linspace(*limits[j], bins[1] + 1)
+        inside = ((z[:, i] >= limits[i, 0]) & (z[:, i] < limits[i, 1])
+                  & (z[:, j] >= limits[j, 0]) & (z[:, j] < limits[j, 1]))
+        for k in range(3):
+            sel = (labels == k) & inside
+            ref = np.histogram2d(z[sel, i], z[sel, j], bins=(xe, ye))[0]
+            np.testing.assert_array_equal(s.grids[(i, j)][k], ref)
+        assert s.outside[(i, j)] == np.count_nonzero(~inside)
+    np.testing.assert_array_equal(s.rows[:3], np.bincount(labels))
 
 
-def test_pca_axes_are_the_top_eigenvectors_of_the_total_scatter():
+def test_class_map_top_classes_and_other():
+    classes = np.array(["a", "b", "c", "d"])
+    cm = ClassMap(classes, counts=[5, 50, 1, 20], top=2)
+    assert cm.names == ["b", "d", "other"]
+    np.testing.assert_array_equal(cm.index(np.array(["a", "b", "c", "d", "zz"])), [2, 0, 2, 1, 2])
+    assert ClassMap(np.array([0, 1])).index(np.array([1, 0, 7])).tolist() == [1, 0, 2]
+
+
+def test_robust_limits_ignore_outliers():
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=(100_000, 2))
+    v[:20] = 1e6  # 0.02 % wild rows
+    lim = robust_limits(v, tail=0.001, pad=0.05)
+    assert np.all(lim[:, 0] > -4) and np.all(lim[:, 1] < 4)
+    assert np.all(lim[:, 0] < -3) and np.all(lim[:, 1] > 3)
+
+
+def test_shading_mixes_colours_by_count():
+    colors = np.array([[1.0, 0, 0], [0, 0, 1.0]])
+    grid = np.zeros((2, 2, 1))
+    grid[:, 0, 0] = [10, 10]  # equal counts: the average
+    grid[:, 1, 0] = [30, 10]  # 3:1
+    rgba = shade(grid, colors)
+    np.testing.assert_allclose(rgba[0, 0, :3], [0.5, 0, 0.5])
+    np.testing.assert_allclose(rgba[0, 1, :3], [0.75, 0, 0.25])
+    assert rgba[0, 1, 3] > rgba[0, 0, 3]  # more rows, more opaque
+
+
+def test_coordinates_read_either_name(tmp_path):
+    for name in ("projection", "coords"):
+        g = zarr.open_group(str(tmp_path / f"{name}.zarr"), mode="w")
+        g.create_array(name, data=np.ones((5, 2)))
+        assert coordinates(g).shape == (5, 2)
+    g = zarr.open_group(str(tmp_path / "neither.zarr"), mode="w")
+    with pytest.raises(InputError, match="no 'projection' array"):
+        coordinates(g)
+
+
+@pytest.fixture
+def projected(tmp_path):
+    X, y = make_coin(n=20_000)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=2500)
+    main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m"), "--keep-class-scatter"])
+    main(["project", str(tmp_path / "m"), str(tmp_path / "d.zarr"), "--output", str(tmp_path / "o.zarr")])
+    return tmp_path
+
+
+def _pixels(fig):
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(float)
+
+
+def _pixel_box(fig, ax):
+    """Axes box in image pixels: (x0, x1, top, bottom), image row 0 at the top."""
+    bb = ax.get_window_extent()
+    h = fig.canvas.get_width_height()[1]
+    return int(bb.x0), int(bb.x1), int(h - bb.y1), int(h - bb.y0)
+
+
+def test_boundary_is_the_pixel_column_of_z0_equal_0_with_the_classes_on_its_sides(projected):
+    fig = draw_output(projected / "o.zarr", stretch=True)  # wide enough to read columns
+    ax = fig.streamproj_axes[0]
+    img = _pixels(fig)
+    x0, x1, top, bottom = _pixel_box(fig, ax)
+    col = round(float(ax.transData.transform((0.0, 0.0))[0]))
+    rows = slice(top + 3, bottom - 3)
+    dark = img[rows, col - 1 : col + 2].min(axis=1).max(axis=1)  # darkest of 3 columns
+    assert np.mean(dark < 60) > 0.95  # the boundary line runs the full height
+    mid = (top + bottom) // 2
+    left = img[mid - 20 : mid + 20, max(x0 + 2, col - 25) : col - 4].reshape(-1, 3)
+    right = img[mid - 20 : mid + 20, col + 4 : col + 25].reshape(-1, 3)
+    # class 0 (blue) on the left, class 1 (orange) on the right
+    assert np.mean(left[:, 2] - left[:, 0]) > 20
+    assert np.mean(right[:, 0] - right[:, 2]) > 20
+
+
+def test_equal_aspect_by_default_and_stretch_says_so(projected):
+    fig = draw_output(projected / "o.zarr")
+    ax = fig.streamproj_axes[0]
+    fig.canvas.draw()
+    assert ax.get_aspect() == 1.0
+    bb = ax.get_window_extent()
+    (xa, xb), (ya, yb) = ax.get_xlim(), ax.get_ylim()
+    assert abs((bb.width / bb.height) / ((xb - xa) / (yb - ya)) - 1) < 0.03
+    texts = " ".join(t.get_text() for t in fig.texts)
+    assert "STRETCHED" not in texts
+    fig = draw_output(projected / "o.zarr", stretch=True)
+    assert fig.streamproj_axes[0].get_aspect() == "auto"
+    assert "STRETCHED" in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_two_fully_overlapping_classes_render_as_a_mixed_colour():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40_000, 4))
+    y = rng.integers(0, 2, size=40_000)  # labels independent of X: complete overlap
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y, stretch=True)
+    ax = fig.streamproj_axes[0]
+    img = _pixels(fig)
+    x0, x1, top, bottom = _pixel_box(fig, ax)
+    cx, cy = (x0 + x1) // 2, (top + bottom) // 2
+    core = img[cy - 30 : cy + 30, cx - 30 : cx + 30].reshape(-1, 3)
+    core = core[(core < 250).any(axis=1)]  # drawn cells, not gaps
+    ink = 255 - core.mean(axis=0)  # alpha-blended on white: ink is proportional to 255 - colour
+    ink /= ink.sum()
+    a, b = 255 - rgb(PALETTE[0]), 255 - rgb(PALETTE[1])
+    mix = (a / a.sum() + b / b.sum()) / 2
+    d = {name: np.linalg.norm(ink - v / v.sum()) for name, v in
+         [("class 0", a), ("class 1", b), ("mix", mix * mix.sum())]}
+    assert min(d, key=d.get) == "mix", d
+
+
+def test_legend_and_notes_lie_inside_the_figure_and_outside_the_data(projected):
+    m = sp.load(projected / "m")
+    fig = draw_output(projected / "o.zarr", m, compare_pca="both", qda=True)
+    fig.canvas.draw()
+    fbox = fig.bbox
+    legend = fig.legends[0].get_window_extent()
+    assert fbox.x0 <= legend.x0 and legend.x1 <= fbox.x1 and fbox.y0 <= legend.y0 and legend.y1 <= fbox.y1
+    for ax in fig.axes:
+        if ax.images and ax in fig.streamproj_axes:
+            assert not legend.overlaps(ax.get_window_extent())
+    for text in fig.texts:
+        tb = text.get_window_extent()
+        assert fbox.x0 <= tb.x0 and tb.x1 <= fbox.x1 + 1
+        for ax in fig.streamproj_axes:
+            assert not tb.overlaps(ax.get_window_extent())
+    notes = " ".join(t.get_text() for t in fig.texts)
+    assert "standardised" in notes or any(
+        "standardised" in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_margin_panel_reports_the_exact_wrong_side_fractions(projected):
+    fig = draw_output(projected / "o.zarr")
+    s = fig.streamproj_summary
+    g = zarr.open_group(str(projected / "o.zarr"), mode="r")
+    z0, y = coordinates(g)[:, 0], g["y"][:]
+    for k, (label, wrong_side) in enumerate([(0, z0 > 0), (1, ~(z0 > 0))]):
+        assert s.wrong[k] == np.count_nonzero((y == label) & wrong_side)
+    text = " ".join(t.get_text() for t in fig.texts)
+    frac = np.count_nonzero((y == 0) & (z0 > 0)) / np.count_nonzero(y == 0)
+    assert f"{frac:.2%} of its" in text
+    assert "agrees with the classifier on 100.00% of rows" in text
+
+
+def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
+    X, y = make_classes(n=6000, p=6, k=3, seed=4)
+    m = sp.BoundaryProjector(n_components=3).fit(X, y)
+    fig = plot_projection(m, X, y)
+    assert len(fig.streamproj_axes) == 3  # (0,1), (0,2), (1,2)
+    labels = {(ax.get_xlabel()[:4], ax.get_ylabel()[:4]) for ax in fig.streamproj_axes}
+    assert ("z[0]", "z[2]") in labels or ("", "z[2]") in labels
+    fig = plot_projection(m, X, y, axes=(0, 2))
+    (ax,) = fig.streamproj_axes
+    assert ax.get_xlabel().startswith("z[0]") and ax.get_ylabel().startswith("z[2]")
+    with pytest.raises(InputError, match="axes must be two different axes"):
+        plot_projection(m, X, y, axes=(0, 5))
+
+
+def test_many_classes_show_the_largest_and_other():
+    X, y = make_classes(n=6000, p=5, k=12, seed=5)
+    y[y == 3] = 0  # class 0 is the largest
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y, top=4)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sum(lab.startswith("other") for lab in labels) == 1
+    assert labels[0].startswith("0 (")  # the largest class keeps its colour
+    assert len([lab for lab in labels if re.search(r"\(\d", lab)]) == 5  # 4 classes + other
+    assert "the 4 largest are shown" in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_plot_projection_streams_dask_and_takes_pandas_labels():
+    X, y = make_classes(n=8000, p=5, k=2, seed=6)
+    m = sp.BoundaryProjector().fit(X, y)
+    counting = CountingArray(X, 1000)
+    Xd = da.from_array(counting, chunks=(1000, 5), asarray=True)
+    fig = plot_projection(m, Xd, pd.Series(y), data_name="my rows")
+    assert counting.largest_read <= 1000
+    s = fig.streamproj_summary
+    assert s.n == 8000 and s.labelled == 8000
+    assert abs(s.correct / s.labelled - m.score(X, y)) < 1e-12
+    assert "my rows" in fig.texts[0].get_text() or "my rows" in fig._suptitle.get_text()
+
+
+def test_pca_panel_from_the_summaries(projected):
     X, y = make_coin(n=3000, p=7)
     stats = sp.accumulate(X, y)
     axes = solvers.pca_axes(stats.total)
@@ -48,37 +254,35 @@ def test_pca_axes_are_the_top_eigenvectors_of_the_total_scatter():
         assert abs(abs(axes[i] @ vt[i]) - 1) < 1e-10
 
 
-@pytest.fixture
-def projected(tmp_path):
-    X, y = make_coin(n=4000)
-    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=500)
-    main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m"), "--keep-class-scatter"])
-    main(["project", str(tmp_path / "m"), str(tmp_path / "d.zarr"), "--output", str(tmp_path / "o.zarr")])
-    return tmp_path
-
-
-@pytest.mark.parametrize("points", [100_000, 100])  # points, then the density path
-def test_plot_writes_a_png_of_the_requested_size(projected, points, capsys):
+@pytest.mark.parametrize("extra", [[], ["--compare-pca", "standardized", "--qda"]])
+def test_plot_command_writes_png_of_the_requested_size(projected, extra, capsys):
     d = projected
-    fig = d / f"fig-{points}.png"
+    fig = d / "fig.png"
     assert main(["plot", str(d / "o.zarr"), "--output", str(fig), "--model", str(d / "m"),
-                 "--compare-pca", "--qda", "--size", "900x500", "--points", str(points)]) == 0
+                 "--size", "900x500", *extra]) == 0
     assert mpimg.imread(fig).shape[:2] == (500, 900)
-    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "single.png")]) == 0
-    assert mpimg.imread(d / "single.png").shape[:2] == (650, 800)
 
 
-def test_plot_many_classes_and_errors(tmp_path, capsys):
+def test_plot_command_html_and_errors(projected, tmp_path, capsys):
+    d = projected
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "v.html")]) == 0
+    page = (d / "v.html").read_text()
+    assert "<script src" not in page and "http://" not in page and "https://" not in page
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--compare-pca"])
+    assert code == 2 and "need the model" in capsys.readouterr().err
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "0"])
+    assert code == 2 and "--axes must be two numbers" in capsys.readouterr().err
+    code = main(["plot", str(tmp_path / "nothing.zarr"), "--output", str(d / "g.png")])
+    assert code == 2 and "no such input" in capsys.readouterr().err
+    assert not (d / "g.png").exists()
+
+
+def test_many_classes_from_a_stored_output(tmp_path):
     X, y = make_classes(n=3000, p=5, k=4, seed=3)
     m = sp.BoundaryProjector().fit(X, y)
     jobs.project(m, X, tmp_path / "o.zarr", y=y)
-    plot_output(tmp_path / "o.zarr", tmp_path / "f.png", point_limit=10)
-    assert mpimg.imread(tmp_path / "f.png").shape[:2] == (650, 800)
-    code = main(["plot", str(tmp_path / "o.zarr"), "--output", str(tmp_path / "g.png"), "--compare-pca"])
-    err = capsys.readouterr().err
-    assert code == 2 and "need the model: pass --model" in err
-    code = main(["plot", str(tmp_path / "nothing.zarr"), "--output", str(tmp_path / "g.png")])
-    assert code == 2 and "no such input" in capsys.readouterr().err
+    plot_output(tmp_path / "o.zarr", tmp_path / "f.png")
+    assert mpimg.imread(tmp_path / "f.png").shape[2] in (3, 4)
 
 
 @pytest.mark.slow
@@ -86,7 +290,7 @@ def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000", "--chunk-rows", "7000"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"agrees with classifier 100\.00% of rows", out), out
-    for name in ("data.zarr", "model", "coords.zarr", "demo.png"):
+    for name in ("data.zarr", "model", "coords.zarr", "demo.png", "view.html"):
         assert (tmp_path / "demo" / name).exists()
-    assert mpimg.imread(tmp_path / "demo" / "demo.png").shape[:2] == (650, 1400)
+    assert mpimg.imread(tmp_path / "demo" / "demo.png").shape[1] > 800
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000"]) == 0  # reruns in place

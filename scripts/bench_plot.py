@@ -1,0 +1,127 @@
+"""Benchmark the pictures: PNG and HTML view against reading OUT's coordinates once.
+
+Writes a synthetic projection (two overlapping classes, ``coords`` float64
+n x 2, ``y`` and ``predicted`` int8, 100,000-row chunks) and times, interleaved,
+(a) reading the coordinates once, (b) the static PNG, (c) the HTML view;
+then the peak RSS of the PNG and of the view in fresh processes at two sizes.
+
+    python scripts/bench_plot.py [--rows 10000000] [--repeats 5] [--dir /tmp/bench-plot]
+"""
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+
+def write_output(path, n, chunk=100_000, seed=0):
+    """A synthetic two-class projection in streamproj's output layout."""
+    group = zarr.open_group(str(path), mode="w")
+    z = group.create_array("coords", shape=(n, 2), chunks=(chunk, 2), dtype="float64")
+    y = group.create_array("y", shape=(n,), chunks=(chunk,), dtype="int8")
+    pred = group.create_array("predicted", shape=(n,), chunks=(chunk,), dtype="int8")
+    for start in range(0, n, chunk):
+        rng = np.random.default_rng([seed, start])
+        m = min(chunk, n - start)
+        label = (rng.random(m) < 0.5).astype(np.int8)
+        block = np.column_stack([rng.normal(size=m) * 0.3 + (label - 0.5) * 0.5,
+                                 rng.normal(size=m) * 3.0])
+        z[start : start + m] = block
+        y[start : start + m] = label
+        pred[start : start + m] = (block[:, 0] > 0).astype(np.int8)
+    group.attrs.update({
+        "streamproj": {"model_id": "bench", "components": np.eye(2).tolist(),
+                       "center": [0.0, 0.0], "coef": [[1.0, 0.0]], "intercept": [0.0],
+                       "classes": [0, 1], "center_mode": "mean", "shrinkage": None,
+                       "source": "synthetic"},
+        "axis_names": ["signed distance to boundary", "boundary-parallel PC 1"],
+        "complete": True,
+    })
+    return path
+
+
+def read_once(out):
+    from streamproj.plot.reading import Blocks, coordinates, stream
+
+    group = zarr.open_group(str(out), mode="r")
+    total = [0.0]
+
+    def touch(block, _start):
+        total[0] += float(block["z"][0, 0])
+
+    stream(Blocks({"z": coordinates(group)}), touch)
+
+
+def png(out, dest):
+    from streamproj.plot import draw_output
+
+    fig = draw_output(out)
+    fig.savefig(dest, dpi=fig.dpi)
+
+
+def html(out, dest):
+    from streamproj.plot import view_output
+
+    view_output(out).save(dest)
+
+
+def _child(kind, out, dest):
+    {"png": png, "html": html, "read": lambda o, _d: read_once(o)}[kind](out, dest)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_rss_mib": peak_mib}))
+
+
+def peak_rss(kind, out, dest):
+    res = subprocess.run([sys.executable, __file__, "--child", kind, str(out), str(dest)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])["peak_rss_mib"]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--small", type=int, default=1_000_000, help="rows of the smaller RSS run")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--dir", default="/tmp/streamproj-bench-plot")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+    d = Path(args.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    big, small = d / f"out-{args.rows}.zarr", d / f"out-{args.small}.zarr"
+    for path, n in ((big, args.rows), (small, args.small)):
+        if not path.exists():
+            write_output(path, n)
+    html(big, d / "warm.html")  # imports and first-touch costs out of the timings
+    times = {"read": [], "png": [], "html": []}
+    for _ in range(args.repeats):
+        for name, fn in (("read", lambda: read_once(big)), ("png", lambda: png(big, d / "b.png")),
+                         ("html", lambda: html(big, d / "b.html"))):
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    rss = {f"{kind} {n:,}": peak_rss(kind, path, d / f"rss.{kind}.{'png' if kind == 'png' else 'html'}")
+           for kind in ("png", "html") for path, n in ((small, args.small), (big, args.rows))}
+    size = (d / "b.html").stat().st_size
+    print(f"rows {args.rows:,}, {args.repeats} interleaved repeats, medians:")
+    print(f"  read coordinates once  {med['read']:.2f} s  (all: {', '.join(f'{t:.2f}' for t in times['read'])})")
+    print(f"  PNG                    {med['png']:.2f} s  = {med['png'] / med['read']:.2f} x read"
+          f"  (all: {', '.join(f'{t:.2f}' for t in times['png'])})")
+    print(f"  HTML view              {med['html']:.2f} s  = {med['html'] / med['read']:.2f} x read"
+          f"  (all: {', '.join(f'{t:.2f}' for t in times['html'])}); file {size / 2**20:.1f} MiB")
+    print("  peak RSS (fresh process): " + ", ".join(f"{k} rows {v:.0f} MiB" for k, v in rss.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

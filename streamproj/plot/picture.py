@@ -1,0 +1,345 @@
+"""The static picture of a projection: from rows (a Zarr output or a model over data) to a Figure.
+
+One bounded sample of blocks sets robust limits, then one streaming pass
+over the rows fills every panel's counts (:class:`~.summary.PictureSummary`);
+drawing works on those sums only (:mod:`.figure`).
+"""
+
+import dataclasses
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import zarr
+
+from .. import solvers, store
+from ..errors import InputError
+from ..stats import ClassStats
+from . import figure as figmod
+from .reading import (
+    Blocks,
+    ClassMap,
+    coordinates,
+    count_classes,
+    robust_limits,
+    sample_rows,
+    stream,
+)
+from .summary import PictureSummary
+
+__all__ = ["Source", "draw_source", "model_source", "output_source"]
+
+MAX_GRID_AXES = 4
+
+
+@dataclasses.dataclass
+class Source:
+    """Projected rows and the frame they were projected in.
+
+    ``blocks`` holds ``z`` (n, d), ``label`` (the colours: ``y``, else the
+    predicted class) and, when known, ``y`` and ``predicted``.
+    """
+
+    blocks: Blocks
+    classes: np.ndarray
+    components: np.ndarray
+    center: np.ndarray
+    coef: np.ndarray
+    intercept: np.ndarray
+    axis_names: list
+    data_name: str
+    model_text: str
+    labels_are: str  # "y" or "predicted"
+    input_url: str | None = None
+
+
+def _axis_names(d, coef_rows, n_classes):
+    first = (["signed distance to boundary"] if coef_rows == 1
+             else [f"Fisher direction {i + 1}" for i in range(min(d, n_classes - 1))])
+    return first + [f"boundary-parallel PC {i + 1}" for i in range(d - len(first))]
+
+
+def output_source(out):
+    """A :class:`Source` over a projection written by ``streamproj project``."""
+    group = out if isinstance(out, zarr.Group) else store.open_output(out)
+    attrs = group.attrs.asdict()
+    meta = attrs.get("streamproj", {})
+    z = coordinates(group, str(out))
+    arrays = {"z": z}
+    if "y" in group:
+        arrays["y"] = group["y"]
+    if "predicted" in group:
+        arrays["predicted"] = group["predicted"]
+    if "y" not in arrays and "predicted" not in arrays:
+        msg = f"{out} holds neither 'y' nor 'predicted'; a picture needs one to colour the rows"
+        raise InputError(msg)
+    arrays["label"] = arrays.get("y", arrays.get("predicted"))
+    classes = np.asarray(meta["classes"])
+    coef = np.asarray(meta["coef"], dtype=np.float64)
+    d = z.shape[1]
+    names = attrs.get("axis_names") or _axis_names(d, coef.shape[0], len(classes))
+    source = meta.get("source")
+    data = Path(str(source)).name if source else Path(str(out)).name
+    shrink = meta.get("shrinkage")
+    model = (f"model {str(meta.get('model_id', '?'))[:8]} "
+             f"({'no shrinkage' if shrink is None else f'shrinkage {shrink}'}, "
+             f"centre {meta.get('center_mode', 'mean')})")
+    return Source(Blocks(arrays), classes, np.asarray(meta["components"], dtype=np.float64),
+                  np.asarray(meta["center"], dtype=np.float64), coef,
+                  np.asarray(meta["intercept"], dtype=np.float64), list(names), data, model,
+                  "y" if "y" in arrays else "predicted", source)
+
+
+def _as_rows(values):
+    """numpy or dask from whatever a model returns (dask/pandas/polars frames included)."""
+    if isinstance(values, da.Array):
+        return values
+    if hasattr(values, "to_dask_array"):
+        return values.to_dask_array(lengths=True)
+    if hasattr(values, "to_numpy"):
+        return values.to_numpy()
+    return np.asarray(values)
+
+
+def model_source(model, X, y=None, data_name="data"):
+    """A :class:`Source` over ``model.transform(X)``, lazily for dask input."""
+    z = _as_rows(model.transform(X))
+    predicted = _as_rows(model.predict(X))
+    arrays = {"z": z, "predicted": predicted}
+    if y is not None:
+        arrays["y"] = _as_rows(y).ravel() if not isinstance(y, da.Array) else y
+    arrays["label"] = arrays.get("y", predicted)
+    comps = np.asarray(model.components_, dtype=np.float64)
+    coef = np.asarray(model.coef_, dtype=np.float64)
+    classes = np.asarray(model.classes_)
+    model_text = (f"{type(model).__name__}(shrinkage={getattr(model, 'shrinkage', None)}, "
+                  f"center={getattr(model, 'center', 'mean')!r})")
+    return Source(Blocks(arrays), classes, comps, np.asarray(model.center_, dtype=np.float64),
+                  coef, np.asarray(model.intercept_, dtype=np.float64),
+                  _axis_names(comps.shape[0], coef.shape[0], len(classes)), data_name,
+                  model_text, "y" if y is not None else "predicted")
+
+
+def _pairs(d, axes):
+    """(row, col, (i, j)) of the panels: one pair, or the lower triangle of the first axes."""
+    if axes is not None:
+        i, j = (int(a) for a in axes)
+        if not (0 <= i < d and 0 <= j < d) or i == j:
+            msg = f"axes must be two different axes in 0..{d - 1}; got {tuple(axes)}"
+            raise InputError(msg)
+        return [(0, 0, (i, j))]
+    if d < 2:
+        msg = f"the projection has {d} axis; a picture needs n_components >= 2"
+        raise InputError(msg)
+    m = min(d, MAX_GRID_AXES)
+    return [(j - 1, i, (i, j)) for j in range(1, m) for i in range(j)]
+
+
+def _bins(limits, pairs, n, stretch, resolution):
+    """Cells per pair: square in data units (one cell size for all panels), unless stretched."""
+    # about eight rows per cell on average: finer cells would show sampling noise, not density
+    res = int(np.clip(np.sqrt(max(n, 1) / 8), 50, resolution))
+    if stretch:
+        return {p: (res, res) for p in pairs}
+    used = sorted({a for p in pairs for a in p})
+    cell = max(limits[a, 1] - limits[a, 0] for a in used) / res
+    return {p: tuple(int(max(8, np.ceil((limits[a, 1] - limits[a, 0]) / cell))) for a in p)
+            for p in pairs}
+
+
+def _plane_scores(source, i, j):
+    """``z[i], z[j] -> scores`` of the linear rule at the plane's points: (A (2, K), b (K,))."""
+    comps = source.components[[i, j]]
+    A = comps @ source.coef.T
+    b = source.center @ source.coef.T + source.intercept
+    return A, b
+
+
+def _boundary_drawer(source, i, j, qda_model):
+    """The decision boundary in the plane of axes (i, j), as a drawing function."""
+    binary = source.coef.shape[0] == 1
+
+    def draw(ax, limits):
+        if binary and i == 0:
+            ax.axvline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
+        elif binary and j == 0:
+            ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
+        elif not binary:
+            A, b = _plane_scores(source, i, j)
+            _regions(ax, limits, lambda z: z @ A + b, figmod.BOUNDARY_COLOR, "-")
+        if qda_model is not None:
+            comps = source.components[[i, j]]
+            _regions(ax, limits,
+                     lambda z: solvers.qda_log_posterior(qda_model, source.center + z @ comps),
+                     "#D55E00", "--")
+
+    return draw
+
+
+def _regions(ax, limits, scores, color, style):
+    """Outline where the winning class changes, on a grid over the plane."""
+    gx = np.linspace(*limits[0], 300)
+    gy = np.linspace(*limits[1], 300)
+    mx, my = np.meshgrid(gx, gy)
+    s = scores(np.column_stack([mx.ravel(), my.ravel()]))
+    winner = (s.argmax(axis=1) if s.ndim == 2 else (s > 0)).reshape(mx.shape).astype(float)
+    if winner.max() > winner.min():
+        levels = np.arange(winner.max()) + 0.5
+        ax.contour(mx, my, winner, levels=levels, colors=color, linewidths=1.4, linestyles=style)
+
+
+def _choice(source):
+    if len(source.classes) == 2:
+        return lambda z: source.classes.take((z[:, 0] > 0).astype(np.intp))
+    A, b = _plane_scores(source, 0, 1)
+    return lambda z: source.classes.take((z[:, :2] @ A + b).argmax(axis=1))
+
+
+def _classmap(source, top):
+    if len(source.classes) <= top:
+        return ClassMap(source.classes)
+    counts, _unknown = count_classes(source.blocks, "label", source.classes)
+    return ClassMap(source.classes, counts, top)
+
+
+def summarize(source, axes=None, stretch=False, top=8, resolution=420):
+    """Robust limits from a sample, then one pass: the filled :class:`PictureSummary`."""
+    d = source.blocks.arrays["z"].shape[1]
+    placed = _pairs(d, axes)
+    pairs = [p for _, _, p in placed]
+    classmap = _classmap(source, top)
+    limits = robust_limits(sample_rows(source.blocks, "z"))
+    binary = None
+    if len(source.classes) == 2:
+        binary = (classmap.bucket_of_class(0), classmap.bucket_of_class(1))
+    summary = PictureSummary(classmap, limits, pairs,
+                             _bins(limits, pairs, source.blocks.n, stretch, resolution),
+                             binary=binary, choice=_choice(source))
+    names = [n for n in ("z", "label", "y", "predicted") if n in source.blocks.arrays]
+    stream(source.blocks, summary.add, names)
+    return summary, placed
+
+
+def _pca_panel(model, X, labels, classmap, mode, resolution):
+    """Ordinary PCA of the input rows (raw or standardised features), one pass."""
+    stats = model.stats_
+    mean = stats.mean
+    total = stats.total
+    if mode == "standardized":
+        scale = np.sqrt(np.maximum(np.diag(total) / max(stats.n_samples - 1, 1), 1e-300))
+        corr = total / np.outer(scale, scale)
+        lin = solvers.pca_axes(corr) / scale  # z = ((x - μ)/σ) @ E.T
+        note = "features standardised (z-scores) before PCA"
+    else:
+        lin = solvers.pca_axes(total)
+        note = "features as given (not standardised)"
+    # the best linear rule in this plane, solved from the summaries mapped onto it
+    plane = ClassStats(stats.classes, stats.counts, (stats.means - mean) @ lin.T,
+                       lin @ stats.within @ lin.T)
+    lda2 = solvers.lda(plane)
+    blocks = Blocks({"x": X, "label": labels})
+    classes = np.asarray(model.classes_)
+
+    def project(x):
+        return np.subtract(x, mean, dtype=np.float64) @ lin.T
+
+    limits = robust_limits(project(sample_rows(blocks, "x", max_rows=100_000)))
+    pair = (0, 1)
+    summary = PictureSummary(classmap, limits, [pair],
+                             _bins(limits, [pair], blocks.n, False, resolution), margin_bins=1,
+                             choice=lambda z: classes.take(
+                                 (lambda s: (s[:, 0] > 0).astype(np.intp) if s.shape[1] == 1
+                                  else s.argmax(axis=1))(z @ lda2.coef.T + lda2.intercept)))
+
+    def work(block, _start):
+        x = block["x"]
+        summary.add({"z": project(x), "label": block["label"], "predicted": model.predict(x)})
+
+    stream(blocks, work)
+    disagree = 1 - summary.agree / max(summary.predicted, 1)
+    title = "standard PCA" + (" (standardised)" if mode == "standardized" else "")
+    text = (f"{note}\nthe best line in this plane disagrees with\nthe classifier on "
+            f"{disagree:.1%} of rows; {summary.outside[pair]:,} rows outside")
+    return figmod.Panel(summary.grids[pair], (limits[0], limits[1]), "PC 1", "PC 2", title,
+                        note=text)
+
+
+def _wrong_side(summary):
+    if summary.binary is None:
+        return []
+    cm, rows, wrong = summary.classmap, summary.rows, summary.wrong
+    return [f"class {cm.names[k]}: {wrong[k] / max(rows[k], 1):.2%} of its {rows[k]:,} rows on the "
+            f"wrong side of the boundary (z[0] {'> 0' if k == summary.binary[0] else '≤ 0'})"
+            for k in summary.binary]
+
+
+def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_pca=None,
+                qda=False, X=None, size=None, dpi=100, resolution=420):
+    """The whole figure for a :class:`Source`; see :func:`streamproj.plot.draw_output`."""
+    if (compare_pca or qda) and model is None:
+        msg = "compare_pca and qda need the model: pass --model MODEL (model=...)"
+        raise InputError(msg)
+    summary, placed = summarize(source, axes, stretch, top, resolution)
+    cm = summary.classmap
+    colors = figmod.bucket_colors(cm)
+    qda_model = model.qda() if qda else None
+    names = source.axis_names
+    panels = []
+    for r, c, (i, j) in placed:
+        lim = (summary.limits[i], summary.limits[j])
+        panels.append((r, c, figmod.Panel(
+            summary.grids[(i, j)], lim, f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}",
+            boundary=_boundary_drawer(source, i, j, qda_model))))
+    if len(placed) == 1:
+        panels[0][2].title = "boundary-preserving projection"
+    n = summary.n
+    binary = summary.binary
+    margin = {"margin": summary.margin, "limits": summary.limits[0], "colors": colors,
+              "names": cm.names, "wrong": summary.wrong, "rows": summary.rows,
+              "binary": binary, "label": f"z[0]: {names[0]}", "lines": _wrong_side(summary)}
+    pca = []
+    if compare_pca:
+        modes = ["raw", "standardized"] if compare_pca == "both" else [compare_pca]
+        labels = source.blocks.arrays["label"]
+        pca = [_pca_panel(model, X, labels, cm, mode, resolution) for mode in modes]
+    legend = [(f"{name} ({rows:,})", colors[k], "patch")
+              for k, (name, rows) in enumerate(zip(cm.names, summary.rows, strict=True))
+              if rows > 0]
+    if binary is not None:
+        legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
+    else:
+        legend.append(("LDA boundaries (in each plane)", figmod.BOUNDARY_COLOR, "line"))
+    if qda_model is not None:
+        legend.append(("QDA boundary (in each plane)", "#D55E00", "dashed"))
+    notes = []
+    if summary.labelled:
+        notes.append(f"classifier accuracy on these rows {summary.correct / summary.labelled:.2%}")
+    if summary.predicted:
+        where = ("boundary: the line z[0] = 0" if binary is not None
+                 else "LDA regions in the plane of z[0], z[1]")
+        notes.append(f"the picture agrees with the classifier on "
+                     f"{summary.agree / summary.predicted:.2%} of rows ({where})")
+    outside = max(summary.outside.values())
+    notes.append(f"limits: 0.1-99.9 % quantiles of a sample, padded 5 %; {outside:,} of {n:,} rows "
+                 f"({outside / max(n, 1):.2%}) fall outside and are not drawn")
+    if cm.n_buckets - 1 < len(source.classes):
+        hidden = len(source.classes) - (cm.n_buckets - 1)
+        notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
+                     f"the other {hidden:,} are grey ('other', {summary.rows[-1]:,} rows)")
+    d = source.blocks.arrays["z"].shape[1]
+    if axes is None and d > MAX_GRID_AXES:
+        notes.append(f"axes z[{MAX_GRID_AXES}]..z[{d - 1}] not drawn; choose a pair with --axes I,J")
+    if stretch:
+        (i, j) = placed[0][2]
+        factor = ((summary.limits[j, 1] - summary.limits[j, 0])
+                  / (summary.limits[i, 1] - summary.limits[i, 0]))
+        notes.append(f"STRETCHED: the axes share units but are drawn at different scales "
+                     f"(x is magnified {factor:.3g}x against y); drop --stretch for equal aspect")
+    title = f"Boundary-preserving projection of {source.data_name}"
+    subtitle = (f"{n:,} rows · {len(source.classes)} classes · {d} axes · colour = "
+                f"{'true class (y)' if source.labels_are == 'y' else 'predicted class'} · "
+                f"{source.model_text}")
+    fig = figmod.draw(panels, title=title, subtitle=subtitle, legend=legend, colors=colors,
+                      margin=margin, pca=pca, notes=notes, stretch=stretch, size=size, dpi=dpi)
+    fig.streamproj_summary = summary
+    return fig

@@ -1,0 +1,245 @@
+"""Reading projected rows for pictures: aligned blocks, one streaming pass.
+
+A picture needs the coordinates, the labels (``y``, else ``predicted``) and
+sometimes ``predicted``, block by block and never all at once. :class:`Blocks`
+lines those arrays up by rows whatever they are (numpy, Zarr or dask);
+:func:`stream` reads the blocks in a few threads (Zarr decompression releases
+the GIL) with a bounded number in flight, so peak memory is a few blocks plus
+the accumulators, whatever the number of rows.
+"""
+
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = [
+    "COORDINATE_NAMES",
+    "Blocks",
+    "ClassMap",
+    "coordinates",
+    "count_classes",
+    "robust_limits",
+    "sample_rows",
+    "stream",
+]
+
+# The contract's name first; 0.1 wrote ``coords`` and those outputs stay readable.
+COORDINATE_NAMES = ("projection", "coords")
+DEFAULT_BLOCK_ROWS = 100_000
+
+
+def coordinates(group, where="OUT"):
+    """The projected coordinates (n, d) of an output group, under either name."""
+    for name in COORDINATE_NAMES:
+        if name in group:
+            return group[name]
+    msg = f"{where} has no 'projection' array (nor 0.1's 'coords'): is it a streamproj projection?"
+    raise InputError(msg)
+
+
+class Blocks:
+    """Row blocks of several arrays of equal length, read together.
+
+    Parameters
+    ----------
+    arrays : dict of name to array-like
+        numpy, Zarr (anything sliceable with ``.shape``) or dask arrays, all
+        with the same number of rows. Dask arrays are computed block by
+        block; the others are sliced.
+    block_rows : int, optional
+        Rows per block when no array is dask: default the first array's own
+        chunk length (Zarr), else 100,000.
+    """
+
+    def __init__(self, arrays, block_rows=None):
+        self.arrays = {k: v for k, v in arrays.items() if v is not None}
+        first_name, first = next(iter(self.arrays.items()))
+        self.n = int(first.shape[0])
+        for name, arr in self.arrays.items():
+            if int(arr.shape[0]) != self.n:
+                msg = f"{name} has {arr.shape[0]} rows but {first_name} has {self.n}; they must match"
+                raise InputError(msg)
+        lazy = [a for a in self.arrays.values() if isinstance(a, da.Array)]
+        if lazy:
+            sizes = lazy[0].chunks[0]
+            self.arrays = {
+                k: (v.rechunk({0: sizes}) if isinstance(v, da.Array)
+                    else da.from_array(v, chunks=(sizes, *v.shape[1:]), asarray=True, lock=False))
+                for k, v in self.arrays.items()
+            }
+            edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        else:
+            native = getattr(first, "chunks", None)
+            rows = block_rows or (native[0] if isinstance(native, tuple) and native
+                                  and isinstance(native[0], int) else DEFAULT_BLOCK_ROWS)
+            edges = np.append(np.arange(0, self.n, max(1, int(rows))), self.n)
+        self.bounds = [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
+        self.lazy = bool(lazy)
+
+    def __len__(self):
+        return len(self.bounds)
+
+    def read(self, i, names=None):
+        """Block ``i`` of the named arrays (all by default) as numpy arrays."""
+        names = list(names or self.arrays)
+        start, stop = self.bounds[i]
+        if self.lazy:
+            parts = dask.compute(*[self.arrays[k].blocks[i] for k in names], scheduler="sync")
+        else:
+            parts = [self.arrays[k][start:stop] for k in names]
+        return {k: np.asarray(v) for k, v in zip(names, parts, strict=True)}
+
+
+def stream(blocks, work, names=None, indices=None, workers=None):
+    """Call ``work(block_dict, start)`` on each block, a few blocks at a time.
+
+    ``work`` runs in worker threads; it must do its own locking when it merges
+    into shared state. Blocks are submitted at most ``2 * workers`` ahead of the
+    oldest one still running, so memory is bounded by a few blocks.
+    """
+    indices = list(range(len(blocks)) if indices is None else indices)
+    workers = workers or min(4, os.cpu_count() or 1)
+
+    def one(i):
+        work(blocks.read(i, names), blocks.bounds[i][0])
+
+    if workers == 1 or len(indices) <= 1:
+        for i in indices:
+            one(i)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        pending = []
+        for i in indices:
+            pending.append(pool.submit(one, i))
+            if len(pending) >= 2 * workers:
+                pending.pop(0).result()
+        for f in pending:
+            f.result()
+
+
+def sample_rows(blocks, name, max_blocks=8, max_rows=400_000):
+    """A bounded sample of one array's rows: up to ``max_blocks`` blocks spread evenly.
+
+    Cheap (a few blocks of the pass), and spread over the whole array so
+    that a class- or time-sorted output is still represented.
+    """
+    count = len(blocks)
+    picks = np.unique(np.linspace(0, count - 1, min(count, max_blocks)).round().astype(int))
+    parts = []
+    lock = threading.Lock()
+    per_block = max(1, max_rows // len(picks))
+
+    def keep(block, _start):
+        values = block[name]
+        step = max(1, values.shape[0] // per_block)
+        with lock:
+            parts.append(values[::step])
+
+    stream(blocks, keep, [name], picks)
+    return np.concatenate(parts)
+
+
+def robust_limits(values, tail=0.001, pad=0.05):
+    """Per-column limits from quantiles ``tail``, ``1 - tail``, padded by ``pad`` of the span.
+
+    Parameters
+    ----------
+    values : ndarray (m, d)
+    tail : float
+        Share of the sample allowed beyond each side before padding.
+    pad : float
+
+    Returns
+    -------
+    ndarray (d, 2)
+    """
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values).all(axis=1)]
+    if values.shape[0] == 0:
+        return np.tile([-1.0, 1.0], (values.shape[1], 1))
+    lo, hi = np.quantile(values, [tail, 1 - tail], axis=0)
+    span = hi - lo
+    flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
+    span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
+    return np.column_stack([lo - pad * span, hi + pad * span])
+
+
+class ClassMap:
+    """Labels to display buckets: the top classes by count, then one "other".
+
+    Parameters
+    ----------
+    classes : ndarray (K,)
+        The model's classes.
+    counts : ndarray (K,), optional
+        Rows per class; the ``top`` largest are shown (default: all, in order).
+    top : int
+        Most classes shown on their own; the rest (and labels the model
+        does not know) go to the last bucket, "other".
+    """
+
+    def __init__(self, classes, counts=None, top=8):
+        self.classes = np.asarray(classes)
+        k = len(self.classes)
+        if counts is None or k <= top:
+            shown = np.arange(k)
+        else:
+            shown = np.sort(np.argsort(-np.asarray(counts), kind="stable")[:top])
+        self.shown = shown  # class positions with a bucket of their own
+        self.n_buckets = len(shown) + 1  # the last is "other"
+        lut = np.full(k, len(shown), dtype=np.intp)
+        lut[shown] = np.arange(len(shown))
+        self._order = np.argsort(self.classes, kind="stable")
+        self._sorted = self.classes[self._order]
+        self._lut = lut
+        # small-range integer classes: one table lookup instead of a binary search
+        self._dense = None
+        if self.classes.dtype.kind in "iu" and k and np.ptp(self.classes) < 1_000_000:
+            lo = int(self.classes.min())
+            table = np.full(int(np.ptp(self.classes)) + 1, len(shown), dtype=np.intp)
+            table[self.classes.astype(np.int64) - lo] = lut
+            self._dense = (lo, table)
+        self.names = [str(c) for c in self.classes[shown]] + ["other"]
+
+    def bucket_of_class(self, position):
+        """Bucket of the class at ``position`` in ``classes``."""
+        return int(self._lut[position])
+
+    def index(self, labels):
+        """Bucket (0 .. n_buckets-1) of each label; unknown labels are "other"."""
+        labels = np.asarray(labels).ravel()
+        if self._dense is not None and labels.dtype.kind in "iu":
+            lo, table = self._dense
+            pos = labels.astype(np.int64) - lo
+            ok = (pos >= 0) & (pos < table.size)
+            return np.where(ok, table[np.where(ok, pos, 0)], self.n_buckets - 1)
+        if self._sorted.dtype.kind in "USOT" and labels.dtype.kind not in "USOT":
+            labels = labels.astype(str)
+        elif self._sorted.dtype.kind not in "USOT" and labels.dtype.kind in "USOT":
+            return np.full(labels.shape, self.n_buckets - 1, dtype=np.intp)
+        pos = np.searchsorted(self._sorted, labels)
+        np.clip(pos, 0, len(self._sorted) - 1, out=pos)
+        hit = self._sorted[pos] == labels
+        return np.where(hit, self._lut[self._order[pos]], self.n_buckets - 1)
+
+
+def count_classes(blocks, name, classes):
+    """Rows per class (K,) and rows with labels the model does not know, in one read of ``name``."""
+    everything = ClassMap(classes, top=len(classes))
+    total = np.zeros(everything.n_buckets, dtype=np.int64)
+    lock = threading.Lock()
+
+    def add(block, _start):
+        counts = np.bincount(everything.index(block[name]), minlength=everything.n_buckets)
+        with lock:
+            total[:] += counts
+
+    stream(blocks, add, [name])
+    return total[:-1], int(total[-1])

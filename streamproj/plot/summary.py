@@ -1,0 +1,143 @@
+"""What a static picture needs from the rows, accumulated block by block.
+
+Per-class count grids (one per pair of axes drawn), per-class histograms of
+``z[0]`` for the margin panel, the rows on the wrong side of the boundary,
+the rows outside the drawn limits, and the accuracy / agreement counts. Every
+piece is a sum over rows, so blocks are added in any order from any thread
+and memory does not grow with the number of rows.
+"""
+
+import threading
+
+import numpy as np
+
+__all__ = ["PictureSummary", "add_keys", "cell_keys"]
+
+
+def cell_keys(x, y, bucket, limits, bins):
+    """Flat cell keys ``(bucket * bx + ix) * by + iy`` of the rows inside ``limits``.
+
+    Parameters
+    ----------
+    x, y : ndarray (m,)
+    bucket : ndarray (m,) of int
+    limits : ((x0, x1), (y0, y1))
+    bins : (bx, by)
+
+    Returns
+    -------
+    keys : ndarray of intp, one per row inside the limits
+    inside : ndarray (m,) of bool (False for NaN)
+    """
+    (x0, x1), (y0, y1) = limits
+    bx, by = bins
+    fx = (x - x0) * (bx / (x1 - x0))
+    fy = (y - y0) * (by / (y1 - y0))
+    inside = (fx >= 0) & (fx < bx) & (fy >= 0) & (fy < by)
+    keys = bucket[inside].astype(np.intp) * bx + fx[inside].astype(np.intp)
+    keys *= by
+    keys += fy[inside].astype(np.intp)
+    return keys, inside
+
+
+def add_keys(flat, keys, lock):
+    """``flat[k] += 1`` for every key, under ``lock``: dense counting when the grid is
+    small next to the keys, else sort-and-count (a dense count of a big grid per
+    block would cost more than the rows)."""
+    if keys.size == 0:
+        return
+    if flat.size <= 8 * keys.size:
+        part = np.bincount(keys, minlength=flat.size)
+        with lock:
+            flat += part.astype(flat.dtype, copy=False)
+        return
+    keys = np.sort(keys)
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    counts = np.diff(np.append(starts, keys.size))
+    with lock:
+        flat[keys[starts]] += counts.astype(flat.dtype, copy=False)
+
+
+class PictureSummary:
+    """Sums over rows for the static picture (thread-safe :meth:`add`).
+
+    Parameters
+    ----------
+    classmap : ClassMap
+    limits : ndarray (d, 2)
+        Drawn limits of every axis.
+    pairs : list of (i, j)
+        Axis pairs drawn as panels (x = axis i, y = axis j).
+    bins : dict of pair to (bx, by)
+    margin_bins : int
+        Bins of the ``z[0]`` histograms.
+    binary : (bucket of classes[0], bucket of classes[1]) or None
+        For two classes, where the boundary ``z[0] = 0`` separates them.
+    choice : callable or None
+        ``choice(z)`` is the class the picture shows at each row's point
+        (for the agreement with ``predicted``); None skips the agreement.
+    """
+
+    def __init__(self, classmap, limits, pairs, bins, margin_bins=200, binary=None,
+                 choice=None):
+        self.classmap = classmap
+        self.limits = np.asarray(limits, dtype=np.float64)
+        self.pairs = list(pairs)
+        self.bins = dict(bins)
+        nb = classmap.n_buckets
+        self.grids = {p: np.zeros((nb, *self.bins[p]), dtype=np.int64) for p in self.pairs}
+        self.outside = dict.fromkeys(self.pairs, 0)
+        self.margin_bins = margin_bins
+        self.margin = np.zeros((nb, margin_bins), dtype=np.int64)
+        self.rows = np.zeros(nb, dtype=np.int64)
+        self.wrong = np.zeros(nb, dtype=np.int64)
+        self.binary = binary
+        self.choice = choice
+        self.labelled = self.correct = self.predicted = self.agree = 0
+        self._lock = threading.Lock()
+
+    @property
+    def n(self):
+        return int(self.rows.sum())
+
+    def add(self, block, _start=0):
+        """Add one block: ``z`` (m, d), ``label`` (m,), optional ``y`` and ``predicted``."""
+        z = np.asarray(block["z"], dtype=np.float64)
+        bucket = self.classmap.index(block["label"])
+        rows = np.bincount(bucket, minlength=self.classmap.n_buckets)
+        for pair in self.pairs:
+            i, j = pair
+            lim = (self.limits[i], self.limits[j])
+            keys, inside = cell_keys(z[:, i], z[:, j], bucket, lim, self.bins[pair])
+            add_keys(self.grids[pair].reshape(-1), keys, self._lock)
+            with self._lock:
+                self.outside[pair] += int(inside.size - keys.size)
+        z0 = z[:, 0]
+        lo, hi = self.limits[0]
+        f = (z0 - lo) * (self.margin_bins / (hi - lo))
+        ok = (f >= 0) & (f < self.margin_bins)
+        margin = np.bincount(bucket[ok] * self.margin_bins + f[ok].astype(np.intp),
+                             minlength=self.margin.size).reshape(self.margin.shape)
+        wrong = np.zeros_like(self.wrong)
+        if self.binary is not None:
+            b0, b1 = self.binary
+            wrong[b0] = np.count_nonzero((bucket == b0) & (z0 > 0))
+            wrong[b1] = np.count_nonzero((bucket == b1) & ~(z0 > 0))
+        correct = labelled = agree = predicted = 0
+        if "predicted" in block:
+            pred = np.asarray(block["predicted"]).ravel()
+            if "y" in block:
+                correct = int(np.count_nonzero(np.asarray(block["y"]).ravel() == pred))
+                labelled = pred.size
+            if self.choice is not None:
+                shown = self.choice(z)
+                agree = int(np.count_nonzero(shown == pred))
+                predicted = pred.size
+        with self._lock:
+            self.rows += rows
+            self.margin += margin
+            self.wrong += wrong
+            self.correct += correct
+            self.labelled += labelled
+            self.agree += agree
+            self.predicted += predicted

@@ -1,0 +1,126 @@
+"""The interactive view of a projection: one self-contained HTML file, no server.
+
+:func:`build_view` makes one streaming pass over the projected rows into a
+per-class density :class:`~.pyramid.Pyramid` (8-9 zoom levels) and a bounded
+hashed sample of rows, and writes them into a page (:mod:`.html`) whose
+hand-written script (``view.js``) pans, zooms, shows the per-class counts of
+the cell under the cursor, hides and shows classes from the legend, always
+draws the boundary ``z[0] = 0``, and at deep zoom draws the sampled rows with
+their row index. :class:`View` saves the page or shows it inline in Jupyter.
+"""
+
+import html as _html
+from pathlib import Path
+
+import numpy as np
+
+from ..plot.reading import ClassMap, count_classes, robust_limits, sample_rows, stream
+from .html import DEFAULT_BUDGET, encode_view, render_page
+from .pyramid import Pyramid
+
+__all__ = ["View", "build_view"]
+
+MAX_VIEW_CLASSES = 200  # one byte per sampled row's class, "other" included
+
+
+class View:
+    """A built interactive view: ``save(path)``, ``html``, and inline display in Jupyter.
+
+    Attributes
+    ----------
+    html : str
+        The whole page.
+    pyramid : Pyramid
+        The counts it shows (``pyramid.levels()[level][:, ix, iy]`` is what a
+        hover over that cell reports).
+    stored_levels : int
+        Levels embedded (the rest were over the size budget).
+    """
+
+    def __init__(self, html, pyramid, stored_levels):
+        self.html, self.pyramid, self.stored_levels = html, pyramid, stored_levels
+
+    def save(self, path):
+        """Write the page to ``path`` (one file, opens in any browser offline)."""
+        Path(path).write_text(self.html, encoding="utf-8")
+        return path
+
+    def _repr_html_(self):
+        return (f'<iframe srcdoc="{_html.escape(self.html, quote=True)}" '
+                'style="width:100%;height:760px;border:0" sandbox="allow-scripts"></iframe>')
+
+
+def _colors_hex(classmap):
+    from matplotlib.colors import to_hex
+
+    from ..plot.figure import bucket_colors
+
+    return [to_hex(c) for c in bucket_colors(classmap)]
+
+
+def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
+               budget=DEFAULT_BUDGET):
+    """The :class:`View` of a :class:`~streamproj.plot.picture.Source`, in one pass over its rows.
+
+    Parameters
+    ----------
+    axes : (i, j), optional
+        Axes drawn as x and y (default 0, 1).
+    top : int
+        Classes with their own colour; the rest are "other".
+    finest : int, optional
+        Cells along the longer side of the finest level: default 2048 for up
+        to four colours, else 1024 (the finest grid is the pass's memory).
+    tiles, per_tile : int
+        The sample's tiling and rows kept per tile.
+    budget : int
+        Bytes of encoded levels at most.
+    """
+    from ..plot.picture import _pairs
+
+    blocks = source.blocks
+    d = blocks.arrays["z"].shape[1]
+    ((_, _, (i, j)),) = _pairs(d, axes if axes is not None else (0, 1))
+    top = min(top, MAX_VIEW_CLASSES - 1)
+    if len(source.classes) > top:
+        counts, _ = count_classes(blocks, "label", source.classes)
+        classmap = ClassMap(source.classes, counts, top)
+    else:
+        classmap = ClassMap(source.classes)
+    # wide limits (the user zooms in); rows beyond them are counted and said
+    sample = sample_rows(blocks, "z")[:, [i, j]]
+    limits = robust_limits(sample, tail=1e-4, pad=0.2)
+    finest = finest or (2048 if classmap.n_buckets <= 4 else 1024)
+    pyramid = Pyramid(classmap, limits, (i, j), finest=finest, tiles=tiles, per_tile=per_tile,
+                      n_rows=blocks.n)
+    stream(blocks, pyramid.add, ["z", "label"])
+    names = source.axis_names
+    binary = len(source.classes) == 2
+    boundary = {"kind": "none"}
+    if binary and i == 0:
+        boundary = {"kind": "x"}
+    elif binary and j == 0:
+        boundary = {"kind": "y"}
+    elif not binary:
+        comps = source.components[[i, j]]
+        boundary = {"kind": "regions", "A": (comps @ source.coef.T).tolist(),
+                    "b": (source.center @ source.coef.T + source.intercept).tolist()}
+    rows = pyramid.counts.sum(axis=(1, 2), dtype=np.float64)
+    title = f"Boundary-preserving projection of {source.data_name}"
+    meta = {
+        "title": title,
+        "subtitle": (f"{blocks.n:,} rows · {len(source.classes)} classes · "
+                     f"colour = {'true class (y)' if source.labels_are == 'y' else 'predicted class'}"
+                     f" · {source.model_text}"),
+        "names": classmap.names,
+        "colors": _colors_hex(classmap),
+        "rows": rows.tolist(),
+        "n": blocks.n,
+        "xlabel": f"z[{i}]: {names[i]}",
+        "ylabel": f"z[{j}]: {names[j]}",
+        "boundary": boundary,
+        "classes_total": len(source.classes),
+        "data_extent": robust_limits(sample).tolist(),  # the first view: as the PNG's limits
+    }
+    payload, stored = encode_view(pyramid, meta, budget)
+    return View(render_page(payload, title), pyramid, stored)

@@ -1,0 +1,92 @@
+"""One self-contained HTML file from a :class:`~.pyramid.Pyramid`: data embedded, no network.
+
+Each level's per-class counts are packed in the narrowest unsigned integer
+type that holds them, deflated (the browser inflates them with its built-in
+``DecompressionStream``) and base64-encoded into the page. The size is
+bounded by construction: levels are added coarsest first while the encoded
+total stays within ``budget`` bytes, and the sample is bounded by its tiling,
+so no number of rows makes the file larger than ``budget + SAMPLE_BOUND +
+template``.
+"""
+
+import base64
+import json
+import zlib
+from importlib import resources
+
+import numpy as np
+
+__all__ = ["DEFAULT_BUDGET", "encode_view", "sample_bound"]
+
+DEFAULT_BUDGET = 14 * 2**20  # encoded levels; the sample and page add at most ~5 MB more
+
+
+def _pack(array):
+    """Deflated, base64 bytes of a non-negative integer array in its narrowest dtype."""
+    top = int(array.max()) if array.size else 0
+    dtype = "<u1" if top < 2**8 else "<u2" if top < 2**16 else "<u4" if top < 2**32 else None
+    if dtype is None:  # counts past 2^32 in one cell: JS reads them as float64
+        raw, dtype = array.astype("<f8").tobytes(), "<f8"
+    else:
+        raw = np.ascontiguousarray(array, dtype=dtype).tobytes()
+    return base64.b64encode(zlib.compress(raw, 1)).decode("ascii"), dtype[1:]
+
+
+def sample_bound(tiles, per_tile):
+    """Most bytes the encoded sample can take: 8 (x, y float32) + 1 + 8 per row, base64."""
+    return int(tiles * tiles * per_tile * 17 * 4 / 3 * 1.01) + 64
+
+
+def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
+    """The page's data: meta (JSON-able) plus encoded levels and sample.
+
+    Returns
+    -------
+    payload : dict (JSON-able)
+    stored_levels : int
+    """
+    levels = pyramid.levels()
+    encoded, used = [], 0
+    for depth, counts in enumerate(levels):
+        blob, dtype = _pack(counts)
+        if used + len(blob) > budget and encoded:
+            break
+        used += len(blob)
+        _, gx, gy = counts.shape
+        cell = pyramid.cell * 2.0 ** (len(levels) - 1 - depth)
+        encoded.append({"gx": gx, "gy": gy, "cell": cell, "dtype": dtype, "data": blob,
+                        "vmax": int(counts.sum(axis=0, dtype=np.float64).max())})
+    s = pyramid.sample
+    order = np.argsort(s["row"], kind="stable")
+    points = {
+        "count": int(order.size),
+        "xy": base64.b64encode(zlib.compress(np.column_stack(
+            [s["x"][order], s["y"][order]]).astype("<f4").tobytes(), 1)).decode("ascii"),
+        "bucket": base64.b64encode(zlib.compress(
+            s["bucket"][order].astype("<u1").tobytes(), 1)).decode("ascii"),
+        "row": base64.b64encode(zlib.compress(
+            s["row"][order].astype("<f8").tobytes(), 1)).decode("ascii"),
+    }
+    payload = dict(meta)
+    payload.update({
+        "extent": pyramid.extent.tolist(),
+        "cell": pyramid.cell,
+        "levels": encoded,
+        "levels_built": len(levels),
+        "points": points,
+        "outside": pyramid.outside,
+    })
+    return payload, len(encoded)
+
+
+def render_page(payload, title):
+    """The HTML page: the template with the payload and the script inlined."""
+    pkg = resources.files("streamproj.view")
+    template = (pkg / "template.html").read_text(encoding="utf-8")
+    script = (pkg / "view.js").read_text(encoding="utf-8")
+    data = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    import html
+
+    return (template.replace("{{TITLE}}", html.escape(title))
+            .replace("{{DATA}}", data)
+            .replace("{{SCRIPT}}", script))

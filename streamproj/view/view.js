@@ -1,0 +1,347 @@
+// streamproj interactive view: a per-class density pyramid drawn on a canvas.
+// No libraries and no network: the data is embedded in #sp-data (deflated,
+// base64) and inflated with the browser's own DecompressionStream.
+(function () {
+  "use strict";
+  const M = JSON.parse(document.getElementById("sp-data").textContent);
+  const B = M.names.length;
+  const MIN_ALPHA = 0.25;
+  const PAD = { l: 64, r: 12, t: 10, b: 44 };
+  const api = { ready: false, errors: [] };
+  window.streamproj = api;
+
+  async function inflate(b64) {
+    const bin = atob(b64);
+    const u8 = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
+    const stream = new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Response(stream).arrayBuffer();
+  }
+  const TYPED = { u1: Uint8Array, u2: Uint16Array, u4: Uint32Array, f8: Float64Array };
+
+  function rgb(hex) {
+    return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  }
+  const colors = M.colors.map(rgb);
+  const hidden = new Array(B).fill(false);
+  const x0 = M.extent[0][0], y0 = M.extent[1][0];
+  let levels = [], points = null;
+  const canvas = document.getElementById("sp-canvas");
+  const ctx = canvas.getContext("2d");
+  const off = document.createElement("canvas");
+  const offctx = off.getContext("2d");
+  let W = 0, H = 0, dpr = 1;
+  const view = { cx: 0, cy: 0, s: 1 };
+  let home = { cx: 0, cy: 0, s: 1 };
+
+  function fmt(v) {
+    const a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
+    return (+v.toPrecision(4)).toString();
+  }
+  function cellSize(lv) { return lv.cell; }
+
+  function plotRect() { return { l: PAD.l, t: PAD.t, w: W - PAD.l - PAD.r, h: H - PAD.t - PAD.b }; }
+  function toScreen(x, y) {
+    const r = plotRect();
+    return [r.l + r.w / 2 + (x - view.cx) * view.s, r.t + r.h / 2 - (y - view.cy) * view.s];
+  }
+  function toData(px, py) {
+    const r = plotRect();
+    return [view.cx + (px - r.l - r.w / 2) / view.s, view.cy - (py - r.t - r.h / 2) / view.s];
+  }
+
+  function chooseLevel() {
+    // the finest level whose cells are at least one screen pixel (device pixels)
+    let best = 0;
+    for (let l = 0; l < levels.length; l++) if (cellSize(levels[l]) * view.s * dpr >= 1) best = l;
+    return best;
+  }
+
+  function resize() {
+    dpr = window.devicePixelRatio || 1;
+    const rect = canvas.getBoundingClientRect();
+    W = rect.width; H = rect.height;
+    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+  }
+
+  function resetView() {
+    const r = plotRect();
+    const ex = M.data_extent || M.extent;
+    view.cx = (ex[0][0] + ex[0][1]) / 2; view.cy = (ex[1][0] + ex[1][1]) / 2;
+    view.s = Math.min(r.w / (ex[0][1] - ex[0][0]), r.h / (ex[1][1] - ex[1][0]));
+    home = { ...view };
+  }
+
+  function niceTicks(lo, hi, n) {
+    const span = hi - lo, step0 = span / n;
+    const mag = Math.pow(10, Math.floor(Math.log10(step0)));
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-12 * span; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    return out;
+  }
+
+  function render() {
+    const r = plotRect();
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
+    const li = chooseLevel(), lv = levels[li], cs = cellSize(lv);
+    const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
+    const ix0 = Math.max(0, Math.floor((dx0 - x0) / cs)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cs));
+    const iy0 = Math.max(0, Math.floor((dy0 - y0) / cs)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / cs));
+    ctx.save();
+    ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
+    if (ix1 > ix0 && iy1 > iy0) {
+      const nx = ix1 - ix0, ny = iy1 - iy0, plane = lv.gx * lv.gy;
+      off.width = nx; off.height = ny;
+      const img = offctx.createImageData(nx, ny), px = img.data, logmax = Math.log1p(lv.vmax);
+      for (let ix = ix0; ix < ix1; ix++) {
+        for (let iy = iy0; iy < iy1; iy++) {
+          const c = ix * lv.gy + iy;
+          let t = 0, rr = 0, gg = 0, bb = 0;
+          for (let k = 0; k < B; k++) {
+            if (hidden[k]) continue;
+            const v = lv.counts[k * plane + c];
+            if (v) { t += v; rr += v * colors[k][0]; gg += v * colors[k][1]; bb += v * colors[k][2]; }
+          }
+          if (!t) continue;
+          const o = 4 * ((ny - 1 - (iy - iy0)) * nx + (ix - ix0));
+          px[o] = rr / t; px[o + 1] = gg / t; px[o + 2] = bb / t;
+          px[o + 3] = 255 * Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
+        }
+      }
+      offctx.putImageData(img, 0, 0);
+      const [sx, sy] = toScreen(x0 + ix0 * cs, y0 + iy1 * cs);
+      ctx.imageSmoothingEnabled = false;
+      // beyond the finest level the sampled rows are the detail: fade the cells under them
+      ctx.globalAlpha = li === levels.length - 1 && cs * view.s >= 2 ? 0.45 : 1;
+      ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cs * view.s, ny * cs * view.s);
+    }
+    ctx.globalAlpha = 1;
+    drawPoints(li);
+    drawBoundary(r);
+    ctx.restore();
+    drawAxes(r);
+    updateKey(lv, cs);
+    api.level = li;
+    document.getElementById("sp-status").textContent =
+      `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${fmt(cs)})` +
+      (pointsShown ? ` · ${pointsShown.toLocaleString()} sampled rows drawn` : "");
+  }
+
+  let pointsShown = 0, drawnPoints = [];
+  function drawPoints(li) {
+    pointsShown = 0; drawnPoints = [];
+    if (!points || li < levels.length - 1) return;
+    const fine = cellSize(levels[li]) * view.s;
+    if (fine < 2) return;  // deeper than the pyramid: the sampled rows take over
+    const r = plotRect();
+    for (let p = 0; p < points.count; p++) {
+      const k = points.bucket[p];
+      if (hidden[k]) continue;
+      const [sx, sy] = toScreen(points.xy[2 * p], points.xy[2 * p + 1]);
+      if (sx < r.l || sx > r.l + r.w || sy < r.t || sy > r.t + r.h) continue;
+      ctx.fillStyle = M.colors[k];
+      ctx.strokeStyle = "#222"; ctx.lineWidth = 1;
+      ctx.beginPath(); ctx.arc(sx, sy, 3.5, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+      drawnPoints.push(p); pointsShown++;
+    }
+  }
+
+  function drawBoundary(r) {
+    ctx.strokeStyle = "#111"; ctx.lineWidth = 1.6;
+    const b = M.boundary;
+    if (b.kind === "x") {
+      const [sx] = toScreen(0, 0);
+      ctx.beginPath(); ctx.moveTo(sx, r.t); ctx.lineTo(sx, r.t + r.h); ctx.stroke();
+    } else if (b.kind === "y") {
+      const [, sy] = toScreen(0, 0);
+      ctx.beginPath(); ctx.moveTo(r.l, sy); ctx.lineTo(r.l + r.w, sy); ctx.stroke();
+    } else if (b.kind === "regions") {
+      // where the winning class of the linear rule changes, on a 2-pixel grid
+      const step = 2, nx = Math.ceil(r.w / step), ny = Math.ceil(r.h / step), K = b.b.length;
+      const win = new Int32Array(nx * ny);
+      for (let i = 0; i < nx; i++) for (let j = 0; j < ny; j++) {
+        const [x, y] = toData(r.l + i * step, r.t + j * step);
+        let best = 0, bs = -Infinity;
+        for (let k = 0; k < K; k++) { const s = x * b.A[0][k] + y * b.A[1][k] + b.b[k]; if (s > bs) { bs = s; best = k; } }
+        win[i * ny + j] = best;
+      }
+      ctx.fillStyle = "#111";
+      for (let i = 0; i < nx - 1; i++) for (let j = 0; j < ny - 1; j++) {
+        const w = win[i * ny + j];
+        if (w !== win[(i + 1) * ny + j] || w !== win[i * ny + j + 1]) ctx.fillRect(r.l + i * step, r.t + j * step, step, step);
+      }
+    }
+  }
+
+  function drawAxes(r) {
+    ctx.strokeStyle = "#888"; ctx.lineWidth = 1; ctx.strokeRect(r.l, r.t, r.w, r.h);
+    ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif";
+    const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
+    ctx.textAlign = "center"; ctx.textBaseline = "top";
+    for (const v of niceTicks(dx0, dx1, Math.max(2, r.w / 90))) {
+      const [sx] = toScreen(v, 0);
+      ctx.fillRect(sx, r.t + r.h, 1, 4); ctx.fillText(fmt(v), sx, r.t + r.h + 5);
+    }
+    ctx.textAlign = "right"; ctx.textBaseline = "middle";
+    for (const v of niceTicks(dy0, dy1, Math.max(2, r.h / 60))) {
+      const [, sy] = toScreen(0, v);
+      ctx.fillRect(r.l - 4, sy, 4, 1); ctx.fillText(fmt(v), r.l - 6, sy);
+    }
+    ctx.textAlign = "center"; ctx.textBaseline = "bottom";
+    ctx.fillText(M.xlabel, r.l + r.w / 2, H - 2);
+    ctx.save(); ctx.translate(12, r.t + r.h / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "middle";
+    ctx.fillText(M.ylabel, 0, 0); ctx.restore();
+  }
+
+  function updateKey(lv, cs) {
+    const key = document.getElementById("sp-key"), kc = key.getContext("2d");
+    const logmax = Math.log1p(lv.vmax);
+    kc.clearRect(0, 0, key.width, key.height);
+    for (let i = 0; i < key.width; i++) {
+      const t = Math.expm1((i / (key.width - 1)) * logmax);
+      const a = t < 1 ? 0 : Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
+      kc.fillStyle = `rgba(51,51,51,${a})`; kc.fillRect(i, 0, 1, key.height);
+    }
+    document.getElementById("sp-keytitle").textContent = `rows per cell (cell ${fmt(cs)} x ${fmt(cs)}); colour = classes mixed by count`;
+    document.getElementById("sp-keylabels").innerHTML = `<span>1</span><span>${Math.round(Math.sqrt(lv.vmax)).toLocaleString()}</span><span>${lv.vmax.toLocaleString()}</span>`;
+  }
+
+  function cellAt(px, py) {
+    const li = chooseLevel(), lv = levels[li], cs = cellSize(lv);
+    const [x, y] = toData(px, py);
+    const ix = Math.floor((x - x0) / cs), iy = Math.floor((y - y0) / cs);
+    if (ix < 0 || iy < 0 || ix >= lv.gx || iy >= lv.gy) return { level: li, ix, iy, x, y, counts: null };
+    const plane = lv.gx * lv.gy, counts = [];
+    for (let k = 0; k < B; k++) counts.push(Number(lv.counts[k * plane + ix * lv.gy + iy]));
+    return { level: li, ix, iy, x, y, cell: cs, counts };
+  }
+
+  function nearestPoint(px, py) {
+    let best = -1, bd = 36;
+    for (const p of drawnPoints) {
+      const [sx, sy] = toScreen(points.xy[2 * p], points.xy[2 * p + 1]);
+      const d = (sx - px) ** 2 + (sy - py) ** 2;
+      if (d < bd) { bd = d; best = p; }
+    }
+    return best;
+  }
+
+  const tip = document.getElementById("sp-tip");
+  function hover(px, py) {
+    const r = plotRect();
+    if (px < r.l || px > r.l + r.w || py < r.t || py > r.t + r.h) { tip.style.display = "none"; api.hover = null; return; }
+    const c = cellAt(px, py);
+    api.hover = c;
+    let html = "";
+    const p = nearestPoint(px, py);
+    if (p >= 0) {
+      html += `<b>row ${points.row[p].toLocaleString("en-US", { useGrouping: false })}</b> · ${M.names[points.bucket[p]]}<br>` +
+        `z = (${fmt(points.xy[2 * p])}, ${fmt(points.xy[2 * p + 1])})<hr style="margin:3px 0">`;
+      api.hoverRow = points.row[p];
+    } else api.hoverRow = null;
+    if (c.counts) {
+      const x = x0 + c.ix * c.cell, y = y0 + c.iy * c.cell;
+      html += `cell x ${fmt(x)} to ${fmt(x + c.cell)}, y ${fmt(y)} to ${fmt(y + c.cell)}<table>`;
+      let total = 0;
+      c.counts.forEach((v, k) => {
+        if (!v && k === B - 1) return;
+        total += v;
+        html += `<tr data-bucket="${k}"${hidden[k] ? ' style="opacity:0.45"' : ""}><td><span class="sw" style="background:${M.colors[k]}"></span>${M.names[k]}${hidden[k] ? " (hidden)" : ""}</td><td class="n" data-count="${v}">${v.toLocaleString()}</td></tr>`;
+      });
+      html += `<tr><td><b>total</b></td><td class="n"><b>${total.toLocaleString()}</b></td></tr></table>`;
+    } else html += "outside the stored extent";
+    tip.innerHTML = html;
+    tip.style.display = "block";
+    tip.style.left = Math.min(px + 14, W - 200) + "px"; tip.style.top = (py + 14) + "px";
+  }
+
+  function zoom(f, px, py) {
+    const [x, y] = toData(px, py);
+    view.s = Math.max(home.s / 4, Math.min(home.s * 65536, view.s * f));
+    const [nx, ny] = toData(px, py);
+    view.cx += x - nx; view.cy += y - ny;
+    render();
+  }
+
+  function toggle(k) {
+    hidden[k] = !hidden[k];
+    const li = document.querySelector(`#sp-legend li[data-bucket="${k}"]`);
+    if (li) li.classList.toggle("hidden", hidden[k]);
+    render();
+  }
+
+  function setup() {
+    document.getElementById("sp-title").textContent = M.title;
+    document.getElementById("sp-subtitle").textContent = M.subtitle;
+    const ul = document.getElementById("sp-legend");
+    M.names.forEach((name, k) => {
+      if (!M.rows[k] && k === B - 1) return;
+      const li = document.createElement("li");
+      li.dataset.bucket = k;
+      li.innerHTML = `<span class="sw" style="background:${M.colors[k]}"></span>${name} <span style="color:#666">(${Math.round(M.rows[k]).toLocaleString()})</span>`;
+      li.addEventListener("click", () => toggle(k));
+      ul.appendChild(li);
+    });
+    const bl = document.createElement("li");
+    bl.style.cursor = "default";
+    bl.innerHTML = M.boundary.kind === "regions" ? `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>LDA boundaries in this plane`
+      : M.boundary.kind === "none" ? "the boundary is not a line in this plane" : `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>decision boundary z[0] = 0`;
+    ul.appendChild(bl);
+    const last = M.levels[M.levels.length - 1];
+    document.getElementById("sp-notes").textContent =
+      `${M.n.toLocaleString()} rows in ${M.levels.length} zoom levels (finest ${last.gx} x ${last.gy} cells` +
+      (M.levels.length < M.levels_built ? `; ${M.levels_built - M.levels.length} finer levels over the file's size budget` : "") +
+      `), plus ${M.points.count.toLocaleString()} sampled rows drawn with their row index beyond the finest level. ` +
+      `${M.outside.toLocaleString()} rows (${(100 * M.outside / Math.max(M.n, 1)).toFixed(2)} %) lie outside the view's extent and are not drawn. ` +
+      (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, the rest are 'other'.` : "");
+    let drag = null;
+    canvas.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const rect = canvas.getBoundingClientRect();
+      zoom(Math.pow(1.0015, -e.deltaY), e.clientX - rect.left, e.clientY - rect.top);
+    }, { passive: false });
+    canvas.addEventListener("pointerdown", (e) => { drag = { x: e.clientX, y: e.clientY }; canvas.setPointerCapture(e.pointerId); });
+    canvas.addEventListener("pointerup", () => { drag = null; });
+    canvas.addEventListener("pointermove", (e) => {
+      const rect = canvas.getBoundingClientRect();
+      if (drag) {
+        view.cx -= (e.clientX - drag.x) / view.s; view.cy += (e.clientY - drag.y) / view.s;
+        drag = { x: e.clientX, y: e.clientY }; render();
+      }
+      hover(e.clientX - rect.left, e.clientY - rect.top);
+    });
+    canvas.addEventListener("pointerleave", () => { tip.style.display = "none"; });
+    canvas.addEventListener("dblclick", () => { resetView(); render(); });
+    const centre = () => { const r = plotRect(); return [r.l + r.w / 2, r.t + r.h / 2]; };
+    document.getElementById("sp-in").addEventListener("click", () => zoom(2, ...centre()));
+    document.getElementById("sp-out").addEventListener("click", () => zoom(0.5, ...centre()));
+    document.getElementById("sp-reset").addEventListener("click", () => { resetView(); render(); });
+    window.addEventListener("resize", () => { resize(); render(); });
+  }
+
+  async function load() {
+    levels = await Promise.all(M.levels.map(async (lv) => ({
+      gx: lv.gx, gy: lv.gy, cell: lv.cell, vmax: Math.max(1, lv.vmax),
+      counts: new TYPED[lv.dtype](await inflate(lv.data)),
+    })));
+    const pts = M.points;
+    points = {
+      count: pts.count,
+      xy: new Float32Array(await inflate(pts.xy)),
+      bucket: new Uint8Array(await inflate(pts.bucket)),
+      row: new Float64Array(await inflate(pts.row)),
+    };
+    setup(); resize(); resetView(); render();
+    api.ready = true;
+  }
+
+  api.state = () => ({ ...view, level: chooseLevel(), levels: levels.length, hidden: hidden.slice(), pointsShown });
+  api.zoom = zoom;
+  api.toggle = toggle;
+  api.cellAt = cellAt;
+  api.plotRect = plotRect;
+  load().catch((e) => { api.errors.push(String(e)); console.error(e); });
+})();

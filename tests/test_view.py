@@ -1,0 +1,210 @@
+"""The interactive HTML view: its pyramid and sample, its size bound, and a real browser."""
+
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_classes
+
+import streamproj as sp
+from streamproj.plot import view_projection
+from streamproj.plot.reading import Blocks, ClassMap, stream
+from streamproj.view import View
+from streamproj.view.html import encode_view, render_page
+from streamproj.view.pyramid import Pyramid
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _pyramid(z, labels, blocks=None, **kw):
+    cm = ClassMap(np.unique(labels))
+    p = Pyramid(cm, np.array([[-4.0, 4.0], [-4.0, 4.0]]), **kw)
+    b = Blocks({"z": z, "label": labels}, block_rows=blocks or 997)
+    stream(b, p.add)
+    return p
+
+
+def test_pyramid_counts_every_cell_exactly_and_levels_sum_up():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(30_000, 2)) * 1.3
+    y = rng.integers(0, 3, size=30_000)
+    p = _pyramid(z, y, finest=64, coarsest=8)
+    (x0, x1), (y0, y1) = p.extent
+    gx, gy = p.shape
+    inside = (z[:, 0] >= x0) & (z[:, 0] < x1) & (z[:, 1] >= y0) & (z[:, 1] < y1)
+    for k in range(3):
+        sel = (y == k) & inside
+        ref = np.histogram2d(z[sel, 0], z[sel, 1], bins=(np.linspace(x0, x1, gx + 1),
+                                                         np.linspace(y0, y1, gy + 1)))[0]
+        np.testing.assert_array_equal(p.counts[k], ref)
+    levels = p.levels()
+    assert len(levels) == 4 and levels[0].shape[1:] == (8, 8) and levels[-1].shape[1:] == (64, 64)
+    for lv in levels:
+        np.testing.assert_array_equal(lv.sum(axis=(1, 2)), p.counts.sum(axis=(1, 2)))
+    assert p.outside == np.count_nonzero(~inside)
+
+
+def test_sample_is_bounded_per_tile_and_the_same_in_any_block_order():
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(40_000, 2))
+    y = rng.integers(0, 2, size=40_000)
+    a = _pyramid(z, y, finest=64, tiles=8, per_tile=5)
+    b = _pyramid(z, y, blocks=3001, finest=64, tiles=8, per_tile=5)
+    assert a.sample["row"].size <= 8 * 8 * 5
+    np.testing.assert_array_equal(np.sort(a.sample["row"]), np.sort(b.sample["row"]))
+    rows = a.sample["row"]
+    np.testing.assert_array_equal(a.sample["x"], z[rows, 0])  # the row index finds the row
+    np.testing.assert_array_equal(a.sample["bucket"], y[rows])
+    # a sparse tile keeps all its rows: the far outliers are all sampled
+    far = np.flatnonzero(np.abs(z).max(axis=1) > 3.3)
+    far = far[np.abs(z[far]).max(axis=1) < 4.0]
+    assert set(far) <= set(rows.tolist()) or len(far) > 5
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "incompressible"])
+def test_file_size_is_bounded_at_100_million_rows(kind):
+    """Synthetic counts of 10^8 rows (no rows needed: the counts are what is stored)."""
+    cm = ClassMap(np.array([0, 1, 2]))
+    p = Pyramid(cm, np.array([[-4.0, 4.0], [-4.0, 4.0]]), finest=2048, n_rows=10**8)
+    rng = np.random.default_rng(2)
+    if kind == "gaussian":
+        g = np.linspace(-4, 4, 2048)
+        dens = np.exp(-(g[:, None] ** 2 + g[None, :] ** 2) / 2)
+        for k in range(3):
+            lam = dens * (10**8 / 3) / dens.sum() * (1 + 0.3 * k)
+            p.counts[k] = rng.poisson(lam).astype(np.uint32)
+    else:  # worst case for deflate: every cell of every class a random count
+        p.counts[:] = rng.integers(0, 2**32 - 1, size=p.counts.shape, dtype=np.uint32)
+    n = 64 * 64 * 48
+    p.sample = {"tile": np.zeros(n, np.intp), "hash": np.zeros(n, np.uint64),
+                "x": rng.normal(size=n), "y": rng.normal(size=n),
+                "bucket": rng.integers(0, 3, n), "row": rng.integers(0, 10**8, n)}
+    payload, stored = encode_view(p, {"names": cm.names})
+    page = render_page(payload, "t")
+    assert len(page.encode()) <= 20 * 2**20
+    assert stored >= (8 if kind == "gaussian" else 4)
+
+
+def test_view_from_python_and_jupyter(tmp_path):
+    X, y = make_classes(n=5000, p=4, k=3, seed=2)
+    m = sp.BoundaryProjector().fit(X, y)
+    v = view_projection(m, X, y)
+    assert isinstance(v, View) and v.stored_levels >= 8
+    frame = v._repr_html_()
+    assert frame.startswith("<iframe srcdoc=") and "&lt;canvas" in frame
+    assert v.save(tmp_path / "v.html") == tmp_path / "v.html"
+
+
+# ---------------------------------------------------------------- real browser
+def _browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    reason = None
+    if sync_playwright is None:
+        reason = "playwright is not installed (pip install -e '.[test]')"
+    elif not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        reason = f"no chromium at {CHROMIUM} (apt-get install chromium)"
+    if reason:
+        msg = f"BROWSER TESTS OF THE HTML VIEW SKIPPED: {reason}"
+        warnings.warn(msg, stacklevel=2)
+        pytest.skip(msg)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def page_of(tmp_path_factory):
+    sync_playwright = _browser()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists()
+                                     else shutil.which("chromium"))
+
+        def open_view(view):
+            path = tmp_path_factory.mktemp("view") / "v.html"
+            view.save(path)
+            page = browser.new_page(viewport={"width": 1200, "height": 780})
+            problems = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.on("request", lambda r: problems.append(f"network: {r.url}")
+                    if not r.url.startswith(("file:", "data:", "blob:")) else None)
+            page.goto(path.as_uri())
+            page.wait_for_function("window.streamproj && window.streamproj.ready", timeout=30_000)
+            return page, problems
+
+        yield open_view
+        browser.close()
+
+
+PIXELS = """() => { const c = document.getElementById('sp-canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let ink = 0, orange = 0, blue = 0, sum = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    const r = d[i], g = d[i + 1], b = d[i + 2];
+    if (r < 245 || g < 245 || b < 245) ink++;
+    if (r > b + 60 && g > b + 10) orange++;
+    if (b > r + 60) blue++;
+    sum = (sum * 31 + r + 7 * g + 13 * b) % 1000000007;
+  }
+  return {ink, orange, blue, sum}; }"""
+
+
+@pytest.fixture(scope="module")
+def two_class_view():
+    X, y = make_classes(n=20_000, p=4, k=2, seed=7, spread=3.0)
+    m = sp.BoundaryProjector().fit(X, y)
+    return view_projection(m, X, y)
+
+
+def test_browser_page_loads_without_errors_and_draws(page_of, two_class_view):
+    page, problems = page_of(two_class_view)
+    px = page.evaluate(PIXELS)
+    assert problems == []
+    assert px["ink"] > 5000 and px["orange"] > 500 and px["blue"] > 500
+
+
+def test_browser_zoom_changes_the_view(page_of, two_class_view):
+    page, problems = page_of(two_class_view)
+    before = page.evaluate(PIXELS)
+    s0 = page.evaluate("window.streamproj.state().s")
+    box = page.locator("#sp-canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -600)
+    page.wait_for_function(f"window.streamproj.state().s > {s0} * 1.5")
+    after = page.evaluate(PIXELS)
+    assert after["sum"] != before["sum"]
+    assert page.evaluate("window.streamproj.state().level") >= 1
+    assert problems == []
+
+
+def test_browser_hiding_a_class_removes_its_colour(page_of, two_class_view):
+    page, problems = page_of(two_class_view)
+    assert page.evaluate(PIXELS)["orange"] > 500
+    page.click('#sp-legend li[data-bucket="1"]')
+    px = page.evaluate(PIXELS)
+    assert px["orange"] == 0 and px["blue"] > 500
+    page.click('#sp-legend li[data-bucket="1"]')
+    assert page.evaluate(PIXELS)["orange"] > 500
+    assert problems == []
+
+
+def test_browser_hover_shows_the_pyramids_counts(page_of, two_class_view):
+    page, problems = page_of(two_class_view)
+    box = page.locator("#sp-canvas").bounding_box()
+    levels = two_class_view.pyramid.levels()
+    checked = 0
+    for fx, fy in [(0.45, 0.5), (0.55, 0.45), (0.5, 0.6), (0.4, 0.4)]:
+        page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+        hover = page.evaluate("window.streamproj.hover")
+        if not hover or hover["counts"] is None:
+            continue
+        shown = page.eval_on_selector_all("#sp-tip td[data-count]",
+                                          "els => els.map(e => +e.dataset.count)")
+        truth = levels[hover["level"]][:, hover["ix"], hover["iy"]]
+        assert shown == truth[: len(shown)].tolist()
+        assert hover["counts"] == truth.tolist()
+        checked += sum(shown)
+    assert checked > 0 and problems == []
