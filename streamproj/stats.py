@@ -444,7 +444,7 @@ _ONEHOT_MAX_CLASSES = 64
 
 def _encode_labels(y):
     """Sorted classes, each row's class index, and the class counts."""
-    if y.dtype.kind in "biu" and y.size:
+    if y.dtype.kind in "iu" and y.size:  # (bool labels take np.unique: lookup[y] would mask)
         low, high = int(y.min()), int(y.max())
         if low >= 0 and high < 1 << 20:  # small non-negative integers: no sort needed
             counts = np.bincount(y.astype(np.intp, copy=False), minlength=high + 1)
