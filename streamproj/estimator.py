@@ -3,6 +3,7 @@
 import hashlib
 from numbers import Integral, Real
 from pathlib import Path
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -385,7 +386,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     feature_names_in_ : ndarray of str, when fitted on a DataFrame
     """
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "shrinkage": [None, StrOptions({"auto", "oas"}), Interval(Real, 0, 1, closed="both")],
         "center": [StrOptions({"mean", "hyperplane"})],

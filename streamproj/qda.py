@@ -1,6 +1,7 @@
 """StreamingQDA: quadratic discriminant analysis from streaming class summaries."""
 
 from numbers import Integral, Real
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -54,7 +55,7 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
     feature_names_in_ : ndarray of str, when fitted on a DataFrame
     """
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         "priors": ["array-like", None],
         "reg_param": [Interval(Real, 0, 1, closed="both")],
         "ddof": [Interval(Integral, 0, 1, closed="both")],

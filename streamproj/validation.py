@@ -42,7 +42,7 @@ def _sparse_kind(X):
         if meta is not None and not isinstance(meta, np.ndarray) and _sparse_kind(meta):
             return f"dask array of {type(meta).__name__} blocks"
     module = type(X).__module__ or ""
-    if module.startswith("sparse") or hasattr(X, "todense") and not isinstance(X, np.ndarray):
+    if module.startswith("sparse") or (hasattr(X, "todense") and not isinstance(X, np.ndarray)):
         return type(X).__name__
     return None
 
