@@ -96,6 +96,9 @@ class _SummaryClassifier:
     # names of the fitted attributes that describe the solution (dropped on reset)
     _solution_attributes = ()
 
+    # what the solve is called in messages ("LDA needs at least two classes")
+    _needs = "the model"
+
     # ----------------------------------------------------------- validation
     def _validate_params(self):
         try:
@@ -207,12 +210,12 @@ class _SummaryClassifier:
         declared = getattr(self, "_declared", None)
         classes = stats.classes if declared is None else declared
         if stats.n_classes < 2:
-            only = stats.classes.tolist()
-            reason = (f"y holds only one class ({', '.join(map(_label, only))}) so far; "
-                      "a boundary needs at least two classes with rows") if only else "no rows yet"
+            only = ", ".join(map(_label, stats.classes.tolist()))
+            reason = (f"{self._needs} needs at least two classes; y holds only one class "
+                      f"({only}, {stats.n_samples} rows)") if only else "no rows yet"
             if strict:
                 raise InputError(reason)
-            self._drop_solution(reason)
+            self._drop_solution(reason + " so far")
         else:
             try:
                 self._solve(stats)
@@ -428,6 +431,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         # transform always computes in float64 (the summaries are float64 whatever X is)
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
+
+    @property
+    def _needs(self):
+        return "LDA" if self.boundary is None else "a boundary"
 
     # ------------------------------------------------------------ fitting
     def summary_detail(self):

@@ -62,6 +62,7 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "progress": ["boolean"],
     }
+    _needs = "QDA"
     _solution_attributes = ("rotations_", "scalings_", "means_", "priors_", "_labels_", "_qda_")
 
     def __init__(self, priors=None, reg_param=0.0, *, ddof=0, chunk_rows=None, progress=False):

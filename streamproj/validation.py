@@ -72,7 +72,9 @@ def is_lazy(X):
         return False
     # Zarr and h5py arrays have a chunk grid; xarray and pandas objects are in memory.
     module = type(X).__module__ or ""
-    if module.startswith(("pandas", "polars", "pyarrow", "xarray")):
+    if module.startswith("xarray"):
+        return isinstance(getattr(X, "data", None), da.Array)  # dask-backed DataArray
+    if module.startswith(("pandas", "polars", "pyarrow")):
         return False
     return hasattr(X, "chunks") and hasattr(X, "shape") and hasattr(X, "dtype")
 
@@ -123,6 +125,10 @@ def as_lazy_rows(X, y=None):
     meta : an empty pandas DataFrame with X's columns (for feature names) or None
     """
     meta = None
+    if (type(X).__module__ or "").startswith("xarray"):
+        X = X.data
+    if (type(y).__module__ or "").startswith("xarray"):
+        y = y.data
     if is_dask_frame(X):
         if X.ndim != 2:
             msg = "X is a dask Series; give a DataFrame of feature columns (e.g. series.to_frame())"
@@ -160,6 +166,12 @@ def _frame_labels(y):
 # ------------------------------------------------------------------- labels
 def _missing_mask(values):
     """Missing entries (None, NaN, pd.NA, NaT) of an object array."""
+    try:
+        import pandas as pd
+    except ImportError:
+        pass
+    else:
+        return np.asarray(pd.isna(values), dtype=bool)  # vectorised
     out = np.zeros(values.shape[0], dtype=bool)
     for i, v in enumerate(values):
         if v is None or (isinstance(v, float | np.floating) and v != v):
@@ -336,6 +348,8 @@ def as_labels(y, name="y"):
                "give one class label per row")
         raise InputError(msg)
     check_not_sparse(y, name)
+    if (type(y).__module__ or "").startswith("xarray"):
+        y = y.data
     module = type(y).__module__ or ""
     if is_dask_frame(y):
         _, y, _ = as_lazy_rows(np.empty((0, 0)), y)
