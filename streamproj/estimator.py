@@ -8,7 +8,13 @@ from typing import ClassVar
 import dask.array as da
 import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, _fit_context
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    TransformerMixin,
+    _clone_parametrized,
+    _fit_context,
+)
 from sklearn.metrics import accuracy_score
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils._param_validation import InvalidParameterError as _SklearnParamError
@@ -637,6 +643,20 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             h.update(np.ascontiguousarray(arr).tobytes())
         h.update(self.stats_.fingerprint().encode())
         return h.hexdigest()
+
+    def __sklearn_clone__(self):
+        # A fitted classifier given as the boundary is data (its coef_/intercept_), not a
+        # sub-estimator to refit: clones (cross-validation, grid search) keep it fitted.
+        boundary = self.boundary
+        if not hasattr(boundary, "get_params"):
+            return _clone_parametrized(self)
+        self.boundary = None
+        try:
+            new = _clone_parametrized(self)
+        finally:
+            self.boundary = boundary
+        new.boundary = boundary
+        return new
 
     def set_params(self, **params):
         """Set parameters (scikit-learn's ``set_params``); an unknown name is an InputError."""

@@ -117,6 +117,18 @@ def test_pipeline_cross_validation_grid_search_clone_pickle():
     np.testing.assert_array_equal(back.predict_proba(X), pipe.predict_proba(X))
 
 
+def test_a_fitted_classifier_as_boundary_survives_cloning():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = LogisticRegression(max_iter=500).fit(X, y)
+    m = sp.BoundaryProjector(boundary=clf)
+    copy = clone(m)
+    assert copy.boundary is clf and hasattr(copy.boundary, "coef_")
+    scores = cross_val_score(m, X, y, cv=3)
+    np.testing.assert_allclose(scores, [clf.score(X[test], y[test]) for _, test in
+                                        StratifiedKFold(3).split(X, y)])
+
+
 def test_column_transformer_with_pandas_output():
     X, y = load_breast_cancer(return_X_y=True, as_frame=True)
     X = X.assign(site=np.where(np.arange(len(X)) % 2, "north", "south"))
