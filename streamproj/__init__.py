@@ -9,6 +9,7 @@ from . import errors, solvers
 from .errors import *  # noqa: F403  (the error hierarchy is public API)
 from .estimator import BoundaryProjector, load
 from .passes import accumulate
+from .qda import StreamingQDA
 from .stats import ClassStats
 
 __version__ = "0.1.0"
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BoundaryProjector",
     "ClassStats",
+    "StreamingQDA",
     "__version__",
     "accumulate",
     "load",

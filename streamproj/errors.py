@@ -5,11 +5,15 @@ so callers can catch one type, and the command line can turn it into a single
 ``streamproj: error: …`` line instead of a traceback.
 """
 
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnInvalidParameterError
+
 __all__ = [
     "BadValuesError",
     "DuplicateBatchWarning",
     "IncompatibleStatsError",
     "InputError",
+    "InvalidParameterError",
     "ModelError",
     "NotFittedError",
     "OutputExistsError",
@@ -40,8 +44,12 @@ class SingularScatterError(StreamprojError):
     """A covariance that must be inverted is singular; shrinkage or reg_param fixes it."""
 
 
-class NotFittedError(StreamprojError, AttributeError):
-    """The estimator is used before ``fit``."""
+class InvalidParameterError(InputError, _SklearnInvalidParameterError):
+    """An estimator parameter has a wrong type or value (also scikit-learn's error)."""
+
+
+class NotFittedError(StreamprojError, _SklearnNotFittedError):
+    """The estimator is used before ``fit`` (also scikit-learn's ``NotFittedError``)."""
 
 
 class ModelError(StreamprojError):

@@ -1,20 +1,39 @@
-"""BoundaryProjector: a scikit-learn style estimator over streaming class summaries."""
+"""BoundaryProjector: a scikit-learn estimator over streaming class summaries."""
 
 import hashlib
-from numbers import Integral
+from numbers import Integral, Real
 from pathlib import Path
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
+from scipy.special import expit, log_expit, logsumexp, softmax
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    TransformerMixin,
+    _clone_parametrized,
+    _fit_context,
+)
+from sklearn.metrics import accuracy_score
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import InvalidParameterError as _SklearnParamError
+from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
+from sklearn.utils.validation import _check_feature_names_in, validate_data
 
 from . import solvers, store
-from .errors import IncompatibleStatsError, InputError, NotFittedError
+from .errors import (
+    IncompatibleStatsError,
+    InputError,
+    InvalidParameterError,
+    NotFittedError,
+    SingularScatterError,
+)
 from .passes import accumulate, as_dask_rows, project_blocks
-from .stats import ClassStats, check_finite, check_matrix
+from .stats import ClassStats, check_finite
+from .validation import as_labels, as_lazy_rows, check_not_sparse, is_dask_frame, is_lazy
 
 __all__ = ["BoundaryProjector", "load"]
-
-_CENTERS = ("mean", "hyperplane")
 
 
 def _external_boundary(boundary):
@@ -50,7 +69,275 @@ def _external_boundary(boundary):
     return coef, intercept, None if classes is None else np.asarray(classes), source
 
 
-class BoundaryProjector:
+def _scores_to_index(scores):
+    """Class index per row from :meth:`BoundaryProjector._scores` (numpy or dask).
+
+    Local equivalent of ``solvers.scores_to_index`` until that lands (see ``_scores``).
+    """
+    if scores.ndim == 1:
+        return (scores > 0).astype(np.intp)
+    return scores.argmax(axis=1)
+
+
+_scores_to_index = getattr(solvers, "scores_to_index", _scores_to_index)
+
+
+def _label(value):
+    return repr(np.asarray(value).item())
+
+
+class _SummaryClassifier:
+    """Shared machinery of the estimators fitted from :class:`ClassStats` (a mixin placed
+    before scikit-learn's ``ClassifierMixin`` and ``BaseEstimator``).
+
+    Rows are validated once per call (``validate_data`` for in-memory input,
+    shape and feature-name checks only for lazy input, which is never read
+    whole), summarised in one streaming pass, merged into ``stats_``, and the
+    model is solved from the summaries by the subclass's ``_solve``. A stream
+    may bring the classes one at a time: until the summaries allow a solve
+    (two classes with rows, a non-singular scatter), :meth:`partial_fit`
+    keeps them and the model reports why it is not fitted yet.
+    """
+
+    # names of the fitted attributes that describe the solution (dropped on reset)
+    _solution_attributes = ()
+
+    # what the solve is called in messages ("LDA needs at least two classes")
+    _needs = "the model"
+
+    # ----------------------------------------------------------- validation
+    def _validate_params(self):
+        try:
+            super()._validate_params()
+        except _SklearnParamError as exc:
+            raise InvalidParameterError(str(exc)) from None
+
+    def _check_in_memory(self, X, reset):
+        """validate_data, with its ValueErrors as InputError (same message)."""
+        try:
+            return validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+        except (InputError, TypeError):
+            raise
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
+    def _check_lazy(self, X, meta, reset):
+        try:
+            validate_data(self, meta if meta is not None else X, reset=reset, skip_check_array=True)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
+    def _rows(self, X, y=None, reset=False):
+        """Validated rows (numpy, or lazy dask) and labels, setting or checking feature names.
+
+        Returns
+        -------
+        X : ndarray or dask array of shape (n, p)
+        y : labels as :func:`~streamproj.validation.as_labels` gives them (None if not given)
+        """
+        check_not_sparse(X)
+        if is_lazy(X) or (y is not None and is_dask_frame(y)):
+            X, y, meta = as_lazy_rows(X, y)
+            if is_lazy(X):
+                X = as_dask_rows(X, self.chunk_rows)
+                self._check_lazy(X, meta, reset)
+            else:
+                X = self._check_in_memory(X, reset)
+        else:
+            X = self._check_in_memory(X, reset)
+        if y is not None:
+            y = as_labels(y)
+        return X, y
+
+    # -------------------------------------------------------------- fitting
+    def _reset(self):
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, name)
+        for name in ("_unsolved", "_declared", "_given_classes"):
+            self.__dict__.pop(name, None)
+
+    def _declare_classes(self, classes, first):
+        """``classes=`` of partial_fit: fixes the label set on the first call."""
+        if classes is None:
+            return
+        declared = np.unique(as_labels(np.asarray(classes), name="classes"))
+        if not first and getattr(self, "_declared", None) is not None:
+            if not np.array_equal(declared, self._declared):
+                msg = (f"classes={declared.tolist()} is not the same as on the first call to "
+                       f"partial_fit, was: {self._declared.tolist()}")
+                raise InputError(msg)
+            return
+        if not first:
+            seen = self.stats_.classes
+            if not np.isin(seen, declared).all():
+                msg = (f"classes={declared.tolist()} leaves out labels already seen "
+                       f"({np.setdiff1d(seen, declared).tolist()})")
+                raise InputError(msg)
+        self._declared = declared
+
+    def _check_labels_declared(self, batch):
+        declared = getattr(self, "_declared", None)
+        if declared is None or batch.n_classes == 0:
+            return
+        unknown = np.setdiff1d(batch.classes, declared)
+        if unknown.size:
+            msg = (f"y holds label {_label(unknown[0])}, which is not among the classes "
+                   f"{declared.tolist()} given to the first partial_fit; pass every label "
+                   "in classes=")
+            raise InputError(msg)
+
+    def _accumulate(self, X, y, reset):
+        if y is None:
+            as_labels(y)  # raises scikit-learn's "requires y to be passed" error
+        X, y = self._rows(X, y, reset=reset)
+        if not isinstance(X, da.Array) and X.shape[0] == 0:
+            msg = "X has no rows"
+            raise InputError(msg)
+        batch = accumulate(X, y, self.summary_detail(), self.chunk_rows, self.progress)
+        # Every row given is counted (as in scikit-learn); guarding against a batch
+        # merged twice belongs to the model directory's ledger of sources.
+        batch.batches = {}
+        return batch
+
+    def _partial_fit(self, X, y, classes, strict):
+        first = not hasattr(self, "stats_")
+        if first:
+            self._reset()
+        self._declare_classes(classes, first)
+        batch = self._accumulate(X, y, reset=first)
+        self._check_labels_declared(batch)
+        merged = batch if first else self.stats_ + batch
+        self._update(merged, strict)
+        return self
+
+    def _update(self, stats, strict):
+        """Solve from ``stats``; keep them. Unless ``strict``, an unsolvable summary is kept
+        (the model is then not fitted, with the reason) instead of raising."""
+        declared = getattr(self, "_declared", None)
+        classes = stats.classes if declared is None else declared
+        if stats.n_classes < 2:
+            only = ", ".join(map(_label, stats.classes.tolist()))
+            reason = (f"{self._needs} needs at least two classes; y holds only one class "
+                      f"({only}, {stats.n_samples} rows)") if only else "no rows yet"
+            if strict:
+                raise InputError(reason)
+            self._drop_solution(reason + " so far")
+        else:
+            try:
+                self._solve(stats)
+            except SingularScatterError as exc:
+                if strict:
+                    raise
+                self._drop_solution(str(exc))
+            else:
+                self.__dict__.pop("_unsolved", None)
+        given = getattr(self, "_given_classes", None)
+        self.classes_ = np.asarray(classes if given is None else given)
+        self.stats_ = stats
+        self.n_features_in_ = stats.n_features
+
+    def _drop_solution(self, reason):
+        for name in self._solution_attributes:
+            self.__dict__.pop(name, None)
+        self._unsolved = reason
+
+    def _solved_priors(self, stats):
+        """The priors for the classes with rows (a subset while some declared class has none)."""
+        priors = self.priors
+        declared = getattr(self, "_declared", None)
+        if priors is None or declared is None:
+            return priors
+        priors = np.asarray(priors, dtype=np.float64).reshape(-1)
+        if priors.shape[0] == declared.shape[0] != stats.n_classes:
+            priors = priors[np.searchsorted(declared, stats.classes)]
+            priors = priors / priors.sum()
+        return priors
+
+    def fit_stats(self, stats):
+        """Solve from a :class:`ClassStats` alone (no rows needed); forgets any earlier fit."""
+        self._reset()
+        return self.partial_fit_stats(stats)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit_stats(self, stats):
+        """Merge an already accumulated :class:`ClassStats` and solve again."""
+        if not isinstance(stats, ClassStats):
+            msg = f"expected a ClassStats; got {type(stats).__name__}"
+            raise InputError(msg)
+        if hasattr(self, "stats_"):
+            if stats.n_features != self.stats_.n_features:
+                msg = (f"the new rows have {stats.n_features} features but the model was "
+                       f"fitted on {self.stats_.n_features}")
+                raise IncompatibleStatsError(msg)
+            merged = self.stats_ + stats
+        else:
+            merged = stats
+        self._update(merged, strict=True)
+        return self
+
+    # ------------------------------------------------------------- applying
+    def __sklearn_is_fitted__(self):
+        return bool(self._solution_attributes) and hasattr(self, self._solution_attributes[0])
+
+    def _check_fitted(self):
+        if self.__sklearn_is_fitted__():
+            return
+        name = type(self).__name__
+        if hasattr(self, "_unsolved"):
+            msg = (f"this {name} is not fitted yet: it holds {self.stats_.n_samples} rows but "
+                   f"cannot solve: {self._unsolved}; call partial_fit with more rows")
+        else:
+            msg = f"this {name} is not fitted yet; call fit(X, y) first"
+        raise NotFittedError(msg)
+
+    def _apply_rows(self, X):
+        """Rows for predict/transform: validated numpy (finite) or lazy dask."""
+        self._check_fitted()
+        X, _ = self._rows(X, reset=False)
+        if not isinstance(X, da.Array):
+            check_finite(X)
+        return X
+
+    def _take_classes(self, index):
+        """Labels of the solved classes (``_labels_``) at ``index`` (numpy or lazy)."""
+        labels = self._labels_
+        if isinstance(index, da.Array):
+            return index.map_blocks(labels.take, dtype=labels.dtype)
+        return labels.take(index)
+
+    def _full_columns(self, proba, fill):
+        """Probabilities over ``classes_`` (a declared class without rows gets ``fill``)."""
+        if self._labels_.shape[0] == self.classes_.shape[0]:
+            return proba
+        columns = np.searchsorted(self.classes_, self._labels_)
+
+        def spread(block):
+            out = np.full((block.shape[0], self.classes_.shape[0]), fill)
+            out[:, columns] = block
+            return out
+
+        if isinstance(proba, da.Array):
+            return proba.map_blocks(spread, chunks=(proba.chunks[0], (self.classes_.shape[0],)),
+                                    dtype=np.float64)
+        return spread(proba)
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on (X, y); lazy inputs are read once, chunk by chunk."""
+        predicted = self.predict(X)
+        if isinstance(predicted, da.Array):
+            y = as_labels(y)
+            if not isinstance(y, da.Array):
+                y = da.from_array(np.asarray(y), chunks=predicted.chunks)
+            right = predicted == y.rechunk(predicted.chunks)
+            if sample_weight is None:
+                return float(right.mean().compute())
+            w = da.asarray(sample_weight).rechunk(predicted.chunks)
+            return float(((right * w).sum() / w.sum()).compute())
+        return float(accuracy_score(as_labels(y), predicted, sample_weight=sample_weight))
+
+
+class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, BaseEstimator,
+                        auto_wrap_output_keys=None):
     """Project labelled data onto a few axes that keep a linear decision boundary exact.
 
     Axis 0 is the unit normal of the boundary (Fisher/LDA's, or one given), so
@@ -61,6 +348,15 @@ class BoundaryProjector:
     solved from per-class summaries made in one streaming pass, so the data
     may be far larger than memory and new batches merge in with
     :meth:`partial_fit`.
+
+    A scikit-learn classifier and transformer: it works in pipelines,
+    cross-validation and grid searches, keeps ``feature_names_in_`` from
+    DataFrames, and supports ``set_output``. Inputs may be numpy arrays,
+    pandas, polars or dask DataFrames, pyarrow tables, dask or Zarr arrays;
+    dask and Zarr inputs stay lazy (``transform``, ``predict``,
+    ``predict_proba`` return dask arrays; with ``set_output(transform="pandas")``
+    ``transform`` of a lazy input returns a lazy dask DataFrame, and with
+    ``"polars"`` the lazy dask array unchanged — ``.compute()`` it first).
 
     Parameters
     ----------
@@ -96,7 +392,21 @@ class BoundaryProjector:
     priors_, means_, covariance_ : LDA's, when the boundary is fitted
     scalings_ : ndarray, the generalised eigenvectors (LDA only)
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, when fitted on a DataFrame
     """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "shrinkage": [None, StrOptions({"auto", "oas"}), Interval(Real, 0, 1, closed="both")],
+        "center": [StrOptions({"mean", "hyperplane"})],
+        "priors": ["array-like", None],
+        "boundary": "no_validation",  # many forms; checked by _external_boundary
+        "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "keep_class_scatter": ["boolean"],
+        "progress": ["boolean"],
+    }
+    _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
+                            "priors_", "means_", "covariance_", "scalings_")
 
     def __init__(
         self,
@@ -119,71 +429,54 @@ class BoundaryProjector:
         self.keep_class_scatter = keep_class_scatter
         self.progress = progress
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        tags.target_tags.required = True
+        # transform always computes in float64 (the summaries are float64 whatever X is)
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+    @property
+    def _needs(self):
+        return "LDA" if self.boundary is None else "a boundary"
+
     # ------------------------------------------------------------ fitting
     def summary_detail(self):
         """The ClassStats detail these parameters need ("pooled", "per_class" or "fourth")."""
-        shrinkage = solvers.validate_shrinkage(self.shrinkage)
         if self.boundary is not None:
             return "per_class" if self.keep_class_scatter else "pooled"
-        return solvers.needed_detail(shrinkage, self.priors, qda=self.keep_class_scatter)
+        return solvers.needed_detail(self.shrinkage, self.priors, qda=self.keep_class_scatter)
 
-    def _validate_params(self):
-        if not isinstance(self.n_components, Integral) or self.n_components < 1:
-            msg = f"n_components must be a positive integer; got {self.n_components!r}"
-            raise InputError(msg)
-        if self.center not in _CENTERS:
-            msg = f"center must be one of {', '.join(map(repr, _CENTERS))}; got {self.center!r}"
-            raise InputError(msg)
-        solvers.validate_shrinkage(self.shrinkage)
-
-    def _reset(self):
-        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
-            delattr(self, name)
-
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Summarise all rows (one pass) and solve; forgets any earlier fit."""
         self._reset()
-        return self.partial_fit(X, y)
+        return self._partial_fit(X, y, None, strict=True)
 
-    def partial_fit(self, X, y):
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
         """Merge more rows into the summaries (one pass over them only) and solve again.
 
-        A batch merged before is not counted twice (a DuplicateBatchWarning says so).
+        Every row given is counted, as in scikit-learn. ``classes`` on the first
+        call fixes the label set. Chunks holding one class (or none of some
+        classes) are summarised and merged; the model is solved as soon as two
+        classes have rows, and ``transform``/``predict`` raise
+        :class:`~streamproj.errors.NotFittedError` (saying why) until then. A
+        class-sorted stream gives the same model as ``fit`` on all its rows.
         """
-        self._validate_params()
-        if hasattr(self, "stats_") and hasattr(X, "shape") and len(X.shape) == 2:
-            if X.shape[1] != self.stats_.n_features:
-                msg = f"X has {X.shape[1]} features but the model was fitted on {self.stats_.n_features}"
-                raise InputError(msg)
-        batch = accumulate(X, y, self.summary_detail(), self.chunk_rows, self.progress)
-        return self.partial_fit_stats(batch)
-
-    def partial_fit_stats(self, stats):
-        """Merge an already accumulated :class:`ClassStats` and solve again."""
-        if not isinstance(stats, ClassStats):
-            msg = f"expected a ClassStats; got {type(stats).__name__}"
-            raise InputError(msg)
-        self._validate_params()
-        if hasattr(self, "stats_"):
-            if stats.n_features != self.stats_.n_features:
-                msg = f"the new rows have {stats.n_features} features but the model was fitted on {self.stats_.n_features}"
-                raise IncompatibleStatsError(msg)
-            merged = self.stats_ + stats
-        else:
-            merged = stats
-        self._solve(merged)
-        self.stats_ = merged
-        return self
-
-    def fit_stats(self, stats):
-        """Solve from a :class:`ClassStats` alone (no rows needed); forgets any earlier fit."""
-        self._reset()
-        return self.partial_fit_stats(stats)
+        return self._partial_fit(X, y, classes, strict=False)
 
     def _solve(self, stats):
         p = stats.n_features
+        if self.n_components > p:
+            msg = (f"n_components={self.n_components} is more than the {p} feature(s) of X; "
+                   f"ask for at most {p}")
+            raise InputError(msg)
+        self.__dict__.pop("_given_classes", None)
         if self.boundary is None:
-            result = solvers.lda(stats, self.shrinkage, self.priors)
+            result = solvers.lda(stats, self.shrinkage, self._solved_priors(stats))
             coef, intercept = result.coef, result.intercept
             basis = solvers.boundary_basis(coef, result.scalings if stats.n_classes > 2 else None)
             fitted = {
@@ -192,23 +485,21 @@ class BoundaryProjector:
                 "covariance_": result.covariance,
                 "scalings_": result.scalings,
             }
-            classes = stats.classes
+            labels = stats.classes
         else:
             coef, intercept, given, _ = _external_boundary(self.boundary)
             if coef.shape[1] != p:
                 msg = f"the boundary has {coef.shape[1]} coefficients but the data have {p} features"
                 raise InputError(msg)
-            classes = stats.classes if given is None else given
-            if stats.n_classes < 2 and given is None:
-                msg = (f"a boundary needs at least two classes; the data hold only "
-                       f"{stats.classes.tolist()} ({stats.n_samples} rows)")
-                raise InputError(msg)
-            expected = 1 if len(classes) <= 2 else len(classes)
+            labels = stats.classes if given is None else given
+            expected = 1 if len(labels) <= 2 else len(labels)
             if coef.shape[0] != expected:
-                msg = f"the boundary has {coef.shape[0]} rows of coefficients; {len(classes)} classes need {expected}"
+                msg = f"the boundary has {coef.shape[0]} rows of coefficients; {len(labels)} classes need {expected}"
                 raise InputError(msg)
             basis = solvers.boundary_basis(coef)
             fitted = {}
+            if given is not None:
+                self._given_classes = np.asarray(given)
         if coef.shape[0] == 1:
             w, b = solvers.unit_boundary(coef, intercept)
         else:
@@ -216,83 +507,126 @@ class BoundaryProjector:
         center, scatter = solvers.projection_center(stats, w, b, self.center)
         V = solvers.boundary_axes(basis, scatter, self.n_components)
         for name in ("priors_", "means_", "covariance_", "scalings_"):
-            if hasattr(self, name):
-                delattr(self, name)
+            self.__dict__.pop(name, None)
         for name, value in fitted.items():
             setattr(self, name, value)
-        self.classes_ = np.asarray(classes)
+        self._labels_ = np.asarray(labels)
         self.coef_ = coef
         self.intercept_ = intercept
         self.components_ = V.T
         self.center_ = center
-        self.n_features_in_ = p
 
     # ------------------------------------------------------------ applying
-    def _check_fitted(self):
-        if not hasattr(self, "components_"):
-            msg = "this BoundaryProjector is not fitted yet; call fit(X, y) first"
-            raise NotFittedError(msg)
-
-    def _rows(self, X):
-        """numpy rows (validated) or a lazy dask array."""
-        if isinstance(X, da.Array) or (hasattr(X, "chunks") and not isinstance(X, np.ndarray)):
-            X = as_dask_rows(X, self.chunk_rows)
-        else:
-            X = np.asarray(X)
-            check_matrix(X)
-            check_finite(X)
-        if X.shape[1] != self.n_features_in_:
-            msg = f"X has {X.shape[1]} features but the model was fitted on {self.n_features_in_}"
-            raise InputError(msg)
-        return X
-
     def transform(self, X):
         """Coordinates ``(X - center_) @ components_.T`` (float64); lazy for dask/Zarr input."""
-        self._check_fitted()
-        X = self._rows(X)
-        if isinstance(X, da.Array):
-            return project_blocks(X, self.center_, self.components_)
-        return np.subtract(X, self.center_, dtype=np.float64) @ self.components_.T
+        rows = self._apply_rows(X)
+        if isinstance(rows, da.Array):
+            Z = project_blocks(rows, self.center_, self.components_)
+        else:
+            Z = np.subtract(rows, self.center_, dtype=np.float64) @ self.components_.T
+        return self._wrap_output(Z, X)
 
-    def _binary_decision(self, X):
-        # coef·x + b = coef·(x - c) for a centre c on the hyperplane; the centred
-        # form keeps its digits when the data sit far from the origin.
-        centred = X - self.center_ if isinstance(X, da.Array) else np.subtract(X, self.center_, dtype=np.float64)
-        return centred @ self.coef_[0]
+    def fit_transform(self, X, y, **fit_params):
+        """``fit(X, y).transform(X)``."""
+        return self.fit(X, y, **fit_params).transform(X)
+
+    def _wrap_output(self, Z, X):
+        """``set_output``: in-memory results as scikit-learn wraps them; lazy ones stay lazy."""
+        if not isinstance(Z, da.Array):
+            return _wrap_data_with_container("transform", Z, X, self)
+        if _get_output_config("transform", self)["dense"] != "pandas":
+            return Z
+        try:
+            import dask.dataframe as dd
+        except ImportError:  # dask[dataframe] not installed: the lazy array is the output
+            return Z
+        index = X.index if is_dask_frame(X) else None
+        return dd.from_dask_array(Z, columns=list(self.get_feature_names_out()), index=index)
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the output axes: ``boundary`` (or ``lda1``, … for K > 2), then ``pc1``, …"""
+        self._check_fitted()
+        _check_feature_names_in(self, input_features, generate_names=False)
+        d = self.components_.shape[0]
+        if self.coef_.shape[0] == 1:
+            lead = ["boundary"]
+        elif hasattr(self, "scalings_"):
+            lead = [f"lda{i + 1}" for i in range(min(self.coef_.shape[0] - 1, self.coef_.shape[1]))]
+        else:
+            rank = solvers.boundary_basis(self.coef_).shape[1]
+            lead = [f"boundary{i + 1}" for i in range(rank)]
+        lead = lead[:d]
+        names = lead + [f"pc{i + 1}" for i in range(d - len(lead))]
+        return np.asarray(names, dtype=object)
+
+    # ----------------------------------------------------------------------
+    # _scores: the simplest centred form. The numbers engineer's version (K > 2
+    # without the class-independent per-row constants) replaces this body at merge.
+    def _scores(self, X):
+        """Scores for argmax/softmax: (n,) signed for two classes, (n, K) otherwise.
+
+        Centred on ``center_`` so no digits are lost when the data sit far from
+        the origin; lazy for dask input.
+        """
+        if isinstance(X, da.Array):
+            centred = X.astype(np.float64) - self.center_
+        else:
+            centred = np.subtract(X, self.center_, dtype=np.float64)
+        if self.coef_.shape[0] == 1:
+            return centred @ self.coef_[0]
+        return centred @ self.coef_.T + (self.intercept_ + self.coef_ @ self.center_)
 
     def decision_function(self, X):
-        """``X @ coef_.T + intercept_``: shape (n,) for two classes, (n, K) otherwise."""
-        self._check_fitted()
-        X = self._rows(X)
-        if self.coef_.shape[0] == 1:
-            return self._binary_decision(X)
-        if isinstance(X, da.Array):
-            return X.astype(np.float64) @ self.coef_.T + self.intercept_
-        return solvers.linear_decision(self.coef_, self.intercept_, X.astype(np.float64))
+        """``X @ coef_.T + intercept_`` (computed centred): (n,) for two classes, else (n, K)."""
+        return self._scores(self._apply_rows(X))
 
     def predict(self, X):
-        """Predicted class labels."""
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            index = (scores > 0).astype(np.intp)
-        else:
-            index = scores.argmax(axis=1)
-        if isinstance(index, da.Array):
-            return index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
-        return self.classes_.take(index)
+        """Predicted class labels (a lazy dask array for lazy input)."""
+        return self._take_classes(_scores_to_index(self._scores(self._apply_rows(X))))
 
-    def score(self, X, y):
-        """Mean accuracy of :meth:`predict` on (X, y)."""
-        predicted = self.predict(X)
-        if isinstance(predicted, da.Array):
-            y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=predicted.chunks)
-            return float((predicted == y.rechunk(predicted.chunks)).mean().compute())
-        return float(np.mean(predicted == np.asarray(y)))
+    def predict_proba(self, X):
+        """Class probabilities, as :class:`~sklearn.discriminant_analysis.LinearDiscriminantAnalysis`.
+
+        Two classes: ``expit(decision)``; more: the softmax of the decisions.
+        Columns follow ``classes_``.
+        """
+        scores = self._scores(self._apply_rows(X))
+        if isinstance(scores, da.Array):
+            proba = scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1 if scores.ndim == 1 else None,
+                                      chunks=(scores.chunks[0], (max(2, self.coef_.shape[0]),)))
+        else:
+            proba = _proba_block(scores)
+        return self._full_columns(proba, 0.0)
+
+    def predict_log_proba(self, X):
+        """Log class probabilities, computed without rounding ``predict_proba`` to 0 or 1 first."""
+        scores = self._scores(self._apply_rows(X))
+        if isinstance(scores, da.Array):
+            logp = scores.map_blocks(_log_proba_block, dtype=np.float64,
+                                     new_axis=1 if scores.ndim == 1 else None,
+                                     chunks=(scores.chunks[0], (max(2, self.coef_.shape[0]),)))
+        else:
+            logp = _log_proba_block(scores)
+        return self._full_columns(logp, -np.inf)
 
     def qda(self, reg_param=0.0, ddof=0):
-        """QDA on the same summaries (needs ``keep_class_scatter=True`` or per-class shrinkage)."""
+        """QDA solution on the same summaries (needs ``keep_class_scatter=True`` or per-class
+        shrinkage); :meth:`to_qda` gives it as a fitted estimator."""
         self._check_fitted()
-        return solvers.qda(self.stats_, reg_param, self.priors, ddof)
+        return solvers.qda(self.stats_, reg_param, self._solved_priors(self.stats_), ddof)
+
+    def to_qda(self, reg_param=0.0, ddof=0):
+        """A fitted :class:`~streamproj.qda.StreamingQDA` on the same summaries (no pass over rows)."""
+        from .qda import StreamingQDA
+
+        self._check_fitted()
+        model = StreamingQDA(priors=self.priors, reg_param=reg_param, ddof=ddof,
+                             chunk_rows=self.chunk_rows, progress=self.progress)
+        model._declared = getattr(self, "_declared", None)
+        model.partial_fit_stats(self.stats_)
+        if hasattr(self, "feature_names_in_"):
+            model.feature_names_in_ = self.feature_names_in_
+        return model
 
     def reconstruction_error(self):
         """``Σ‖(x-c) - VVᵀ(x-c)‖²`` over the fitted rows, from the summaries."""
@@ -310,28 +644,31 @@ class BoundaryProjector:
         h.update(self.stats_.fingerprint().encode())
         return h.hexdigest()
 
-    def get_params(self, deep=True):
-        return {
-            "n_components": self.n_components,
-            "shrinkage": self.shrinkage,
-            "center": self.center,
-            "priors": self.priors,
-            "boundary": self.boundary,
-            "chunk_rows": self.chunk_rows,
-            "keep_class_scatter": self.keep_class_scatter,
-            "progress": self.progress,
-        }
+    def __sklearn_clone__(self):
+        # A fitted classifier given as the boundary is data (its coef_/intercept_), not a
+        # sub-estimator to refit: clones (cross-validation, grid search) keep it fitted.
+        boundary = self.boundary
+        if not hasattr(boundary, "get_params"):
+            return _clone_parametrized(self)
+        self.boundary = None
+        try:
+            new = _clone_parametrized(self)
+        finally:
+            self.boundary = boundary
+        new.boundary = boundary
+        return new
 
     def set_params(self, **params):
-        for key, value in params.items():
-            if key not in self.get_params():
-                msg = f"unknown parameter {key!r}; valid: {', '.join(self.get_params())}"
+        """Set parameters (scikit-learn's ``set_params``); an unknown name is an InputError."""
+        valid = self.get_params(deep=False)
+        for key in params:
+            if key.split("__", 1)[0] not in valid:
+                msg = f"unknown parameter {key!r}; valid: {', '.join(valid)}"
                 raise InputError(msg)
-            setattr(self, key, value)
-        return self
+        return super().set_params(**params)
 
     def _stored_params(self):
-        params = self.get_params()
+        params = self.get_params(deep=False)
         params.pop("progress")
         if params["priors"] is not None:
             params["priors"] = np.asarray(params["priors"], dtype=float).tolist()
@@ -359,6 +696,8 @@ class BoundaryProjector:
             "n_components": int(self.components_.shape[0]),
             "summary_detail": self.stats_.detail,
         }
+        if hasattr(self, "feature_names_in_"):
+            meta["feature_names"] = [str(n) for n in self.feature_names_in_]
         meta.update(extra or {})
         return meta
 
@@ -390,27 +729,42 @@ class BoundaryProjector:
             }
         model = cls(**params)
         model.stats_ = stats
-        model.classes_ = solution["classes"]
+        model.classes_ = np.asarray(solution["classes"])
         model.coef_ = solution["coef"]
         model.intercept_ = solution["intercept"]
         model.components_ = solution["components"]
         model.center_ = solution["center"]
         model.n_features_in_ = stats.n_features
+        if meta.get("feature_names"):
+            model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
         if params.get("boundary") is None:
             result = solvers.lda(stats, model.shrinkage, model.priors)
             model.priors_, model.means_ = result.priors, result.means
             model.covariance_, model.scalings_ = result.covariance, result.scalings
+            model._labels_ = np.asarray(stats.classes)
+        else:
+            model._labels_ = model.classes_
+            if params["boundary"].get("classes") is not None:
+                model._given_classes = model.classes_
         model.meta_ = meta
         return model
 
-    def __repr__(self):
-        args = [f"n_components={self.n_components!r}", f"shrinkage={self.shrinkage!r}",
-                f"center={self.center!r}"]
-        if self.priors is not None:
-            args.append(f"priors={np.asarray(self.priors).tolist()!r}")
-        if self.boundary is not None:
-            args.append(f"boundary=<{type(self.boundary).__name__}>")
-        return f"BoundaryProjector({', '.join(args)})"
+
+# set_output is available, but transform wraps its own output so lazy results stay lazy.
+BoundaryProjector._sklearn_auto_wrap_output_keys = {"transform"}
+
+
+def _proba_block(scores):
+    if scores.ndim == 1:
+        p = expit(scores)
+        return np.column_stack([1.0 - p, p])
+    return softmax(scores, axis=1)
+
+
+def _log_proba_block(scores):
+    if scores.ndim == 1:
+        return np.column_stack([log_expit(-scores), log_expit(scores)])
+    return scores - logsumexp(scores, axis=1, keepdims=True)
 
 
 def load(path):

@@ -444,7 +444,7 @@ _ONEHOT_MAX_CLASSES = 64
 
 def _encode_labels(y):
     """Sorted classes, each row's class index, and the class counts."""
-    if y.dtype.kind in "biu" and y.size:
+    if y.dtype.kind in "iu" and y.size:  # (bool labels take np.unique: lookup[y] would mask)
         low, high = int(y.min()), int(y.max())
         if low >= 0 and high < 1 << 20:  # small non-negative integers: no sort needed
             counts = np.bincount(y.astype(np.intp, copy=False), minlength=high + 1)
@@ -472,7 +472,10 @@ def centred_blocks(X, shift, extra_columns=0):
     """
     n, p = X.shape
     rows = min(n, max(256, _BLOCK_BYTES // (8 * (p + extra_columns))))
-    buffer = np.empty((rows, p + extra_columns))
+    # Column-major rows (a pandas DataFrame's values) get a column-major buffer:
+    # the shift is then a contiguous copy instead of a transpose (20 % of pass 1).
+    column_major = X.ndim == 2 and p > 1 and X.strides[0] < X.strides[1]
+    buffer = np.empty((rows, p + extra_columns), order="F" if column_major else "C")
     for start in range(0, n, rows):
         stop = min(start + rows, n)
         block = buffer[: stop - start]

@@ -1,3 +1,5 @@
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -157,12 +159,18 @@ def test_results_do_not_depend_on_chunking(chunk_rows):
     assert_same_model(m, ref)
 
 
-def test_refitting_the_same_batch_does_not_double_count():
+def test_partial_fit_counts_every_row_it_is_given():
+    # as scikit-learn: the same rows given twice weigh twice (the model directory's
+    # ledger of sources, not the estimator, guards against merging a source twice)
     X, y = make_classes(n=300, p=3, seed=18)
     m = sp.BoundaryProjector().fit(X, y)
-    with pytest.warns(sp.DuplicateBatchWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         m.partial_fit(X, y)
-    assert m.stats_.n_samples == 300
+    assert m.stats_.n_samples == 600
+    np.testing.assert_array_equal(m.stats_.counts, 2 * np.bincount(y))
+    twice = sp.BoundaryProjector().fit(np.vstack([X, X]), np.concatenate([y, y]))
+    assert_same_model(m, twice)
 
 
 def test_inputs_numpy_dask_zarr_agree(tmp_path):
@@ -241,13 +249,15 @@ def test_bad_input_errors():
         sp.BoundaryProjector().fit(X, y[:-1])
     with pytest.raises(InputError, match="at least two classes"):
         sp.BoundaryProjector().fit(X, np.zeros(50, int))
-    with pytest.raises(InputError, match="must be 2-D"):
+    with pytest.raises(InputError, match="Expected 2D array, got 1D array"):
         sp.BoundaryProjector().fit(X[:, 0], y)
     m = sp.BoundaryProjector().fit(X, y)
-    with pytest.raises(InputError, match="X has 2 features but the model was fitted on 3"):
+    with pytest.raises(InputError, match="X has 2 features, but BoundaryProjector is expecting 3"):
         m.partial_fit(X[:, :2], y)
-    with pytest.raises(InputError, match="X has 2 features"):
+    with pytest.raises(InputError, match="X has 2 features, but BoundaryProjector is expecting 3"):
         m.transform(X[:, :2])
+    with pytest.raises(InputError, match="X has 2 features, but BoundaryProjector is expecting 3"):
+        m.transform(da.from_array(X[:, :2], chunks=(10, 2)))
     with pytest.raises(BadValuesError, match="row 31"):
         m.transform(bad)
     with pytest.raises(BadValuesError, match="row 31"):
@@ -256,7 +266,7 @@ def test_bad_input_errors():
         m.partial_fit_stats(sp.ClassStats.from_rows(np.ones((4, 4)), [0, 1, 0, 1]))
     with pytest.raises(NotFittedError, match="call fit"):
         sp.BoundaryProjector().transform(X)
-    with pytest.raises(InputError, match="center must be one of 'mean', 'hyperplane'"):
+    with pytest.raises(InputError, match="The 'center' parameter of BoundaryProjector must be"):
         sp.BoundaryProjector(center="median").fit(X, y)
     with pytest.raises(InputError, match="QDA needs at least 2 rows"):
         sp.BoundaryProjector(shrinkage=0.5, keep_class_scatter=True).fit(X[:4], [0, 0, 0, 1]).qda()
@@ -299,5 +309,5 @@ def test_scikit_learn_clone_and_set_params(coin):
     copy = clone(m)
     assert copy.get_params() == m.get_params() and not hasattr(copy, "components_")
     assert copy.set_params(center="hyperplane").center == "hyperplane"
-    with pytest.raises(InputError, match="unknown parameter 'centre'; valid: n_components"):
+    with pytest.raises(InputError, match="unknown parameter 'centre'; valid: boundary, center"):
         copy.set_params(centre="mean")

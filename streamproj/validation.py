@@ -1,0 +1,393 @@
+"""Input and label conversion shared by every entry point.
+
+Rows (X) come as numpy arrays, dask arrays, Zarr (or any chunked) arrays,
+pandas, polars or dask DataFrames, or pyarrow tables. In-memory tables are
+handed to scikit-learn's ``validate_data`` by the estimators; the lazy kinds
+(dask arrays and DataFrames, chunked arrays) are kept lazy here and never
+read whole. Labels (y) of every dtype those libraries produce — bool,
+nullable integers, ``string``, ``category``, object, numpy ``StringDType``,
+Arrow types — become numpy or dask arrays of a plain numpy dtype, and a
+missing label is a :class:`~streamproj.errors.BadValuesError` naming its row.
+"""
+
+import numbers
+import warnings
+
+import dask.array as da
+import numpy as np
+
+from .errors import BadValuesError, InputError
+
+__all__ = [
+    "as_labels",
+    "as_lazy_rows",
+    "check_not_sparse",
+    "is_dask_frame",
+    "is_lazy",
+    "plain_labels",
+]
+
+
+# --------------------------------------------------------------------- rows
+def _sparse_kind(X):
+    """A short name if ``X`` (or a dask array's blocks) is sparse, else None."""
+    try:
+        from scipy import sparse
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        sparse = None
+    if sparse is not None and sparse.issparse(X):
+        return f"scipy.sparse {type(X).__name__}"
+    if isinstance(X, da.Array):
+        meta = getattr(X, "_meta", None)
+        if meta is not None and not isinstance(meta, np.ndarray) and _sparse_kind(meta):
+            return f"dask array of {type(meta).__name__} blocks"
+    module = type(X).__module__ or ""
+    if module.startswith("sparse") or (hasattr(X, "todense") and not isinstance(X, np.ndarray)):
+        return type(X).__name__
+    return None
+
+
+def check_not_sparse(X, name="X"):
+    """Raise :class:`InputError` (one line) if ``X`` is a sparse matrix or array."""
+    kind = _sparse_kind(X)
+    if kind is not None:
+        msg = (
+            f"{name} is sparse ({kind}); streamproj needs dense rows: densify each chunk "
+            "with .toarray(), or reduce the columns first with "
+            "sklearn.decomposition.TruncatedSVD"
+        )
+        raise InputError(msg)
+
+
+def is_dask_frame(X):
+    """True for a dask DataFrame or Series (without importing dask.dataframe)."""
+    return type(X).__module__.startswith("dask.dataframe") and hasattr(X, "npartitions")
+
+
+def is_lazy(X):
+    """True for inputs read chunk by chunk: dask arrays/DataFrames and chunked arrays (Zarr)."""
+    if isinstance(X, da.Array) or is_dask_frame(X):
+        return True
+    if isinstance(X, np.ndarray) or _sparse_kind(X):
+        return False
+    # Zarr and h5py arrays have a chunk grid; xarray and pandas objects are in memory.
+    module = type(X).__module__ or ""
+    if module.startswith("xarray"):
+        return isinstance(getattr(X, "data", None), da.Array)  # dask-backed DataArray
+    if module.startswith(("pandas", "polars", "pyarrow")):
+        return False
+    return hasattr(X, "chunks") and hasattr(X, "shape") and hasattr(X, "dtype")
+
+
+def _partition_lengths(*frames):
+    """Rows per partition of each dask DataFrame/Series, in one computation."""
+    from .passes import compute
+
+    # map_partitions(len) reads one partition at a time and keeps only its length.
+    lengths = compute(*(f.map_partitions(len) for f in frames))
+    return [tuple(int(n) for n in np.asarray(x).reshape(-1)) for x in lengths]
+
+
+def _frame_as_numeric(X):
+    """A dask DataFrame whose columns all have numpy numeric dtypes (lazy astype if needed)."""
+    dtypes = list(X.dtypes)
+    if all(isinstance(t, np.dtype) and t.kind in "biuf" for t in dtypes):
+        return X
+    bad = [str(c) for c, t in zip(X.columns, dtypes, strict=True)
+           if not _numeric_like(t)]
+    if bad:
+        msg = (f"X column(s) {', '.join(bad[:5])} are not numeric; select the feature "
+               "columns (e.g. df[feature_names]) before fitting")
+        raise InputError(msg)
+    return X.astype("float64")  # nullable and Arrow floats: pd.NA becomes NaN, caught by row
+
+
+def _numeric_like(dtype):
+    kind = getattr(dtype, "kind", None)
+    if kind in ("b", "i", "u", "f"):
+        return True
+    numpy_dtype = getattr(dtype, "numpy_dtype", None)
+    return numpy_dtype is not None and np.dtype(numpy_dtype).kind in "biuf"
+
+
+def as_lazy_rows(X, y=None):
+    """Dask arrays of rows (and labels) from a lazy input, without reading the rows.
+
+    A dask DataFrame becomes ``to_dask_array(lengths=...)``: one pass that
+    reads each partition and keeps only its length (done once for X and y
+    together). Other lazy inputs are returned as they are (``passes``
+    chunks them).
+
+    Returns
+    -------
+    X : dask array or chunked array-like
+    y : dask array, the input y, or None
+    meta : an empty pandas DataFrame with X's columns (for feature names) or None
+    """
+    meta = None
+    if (type(X).__module__ or "").startswith("xarray"):
+        X = X.data
+    if (type(y).__module__ or "").startswith("xarray"):
+        y = y.data
+    if is_dask_frame(X):
+        if X.ndim != 2:
+            msg = "X is a dask Series; give a DataFrame of feature columns (e.g. series.to_frame())"
+            raise InputError(msg)
+        X = _frame_as_numeric(X)
+        meta = X._meta
+        if y is not None and is_dask_frame(y):
+            ylike = _frame_labels(y)
+            lx, ly = _partition_lengths(X, ylike)
+            y = ylike.to_dask_array(lengths=ly)
+        else:
+            (lx,) = _partition_lengths(X)
+        X = X.to_dask_array(lengths=lx)
+    elif y is not None and is_dask_frame(y):
+        ylike = _frame_labels(y)
+        (ly,) = _partition_lengths(ylike)
+        y = ylike.to_dask_array(lengths=ly)
+    return X, y, meta
+
+
+def _frame_labels(y):
+    """A dask Series of labels whose partitions convert to plain numpy arrays."""
+    if y.ndim == 2:
+        if len(y.columns) != 1:
+            msg = f"y must be one label column; got a DataFrame with {len(y.columns)} columns"
+            raise InputError(msg)
+        y = y[y.columns[0]]
+    dtype = y.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufUS":
+        return y
+    # category, string and nullable dtypes: object blocks, converted (and checked) per chunk
+    return y.astype(object)
+
+
+# ------------------------------------------------------------------- labels
+def _missing_mask(values):
+    """Missing entries (None, NaN, pd.NA, NaT) of an object array."""
+    try:
+        import pandas as pd
+    except ImportError:
+        pass
+    else:
+        return np.asarray(pd.isna(values), dtype=bool)  # vectorised
+    out = np.zeros(values.shape[0], dtype=bool)
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float | np.floating) and v != v):
+            out[i] = True
+        elif type(v).__name__ in ("NAType", "NaTType"):
+            out[i] = True
+    return out
+
+
+def _missing_error(row, name, what="missing"):
+    msg = (f"{name} has a {what} label (None/NaN/NA) in row {row}; drop the unlabelled rows "
+           "or fill them in before fitting")
+    return BadValuesError(msg)
+
+
+def _object_labels(values, row_offset, name):
+    """Plain labels from an object array: all str, all bool, all int or all float."""
+    missing = _missing_mask(values)
+    if missing.any():
+        raise _missing_error(row_offset + int(np.flatnonzero(missing)[0]), name)
+    if values.shape[0] == 0:
+        return values.astype(str)
+    kinds = {type(v) for v in values}
+    if all(issubclass(t, str) for t in kinds):
+        return values.astype(str)
+    if all(issubclass(t, bytes) for t in kinds):
+        return values.astype(bytes)
+    if all(issubclass(t, bool | np.bool_) for t in kinds):
+        return values.astype(bool)
+    if all(issubclass(t, numbers.Integral) and not issubclass(t, bool | np.bool_) for t in kinds):
+        return _float_or_int(np.asarray(values.tolist()), row_offset, name)
+    if all(issubclass(t, numbers.Real) for t in kinds):
+        return _float_or_int(values.astype(np.float64), row_offset, name)
+    names = sorted({t.__name__ for t in kinds})
+    msg = (f"Unknown label type: {name} mixes labels of types {', '.join(names)}; "
+           "give every label the same type (e.g. all strings)")
+    raise InputError(msg)
+
+
+def _float_or_int(values, row_offset, name):
+    if values.dtype.kind != "f":
+        return values
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        if np.isnan(values[row]):
+            raise _missing_error(row_offset + row, name)
+        msg = (f"Input {name} contains infinity in row {row_offset + row}; "
+               "a class label must be finite")
+        raise BadValuesError(msg)
+    if (values != np.round(values)).any():
+        row = int(np.flatnonzero(values != np.round(values))[0])
+        msg = (f"Unknown label type: continuous ({name}[{row_offset + row}] = "
+               f"{values[row]!r}); class labels must be discrete — for a numeric target "
+               "bin it first (e.g. numpy.digitize)")
+        raise InputError(msg)
+    return values
+
+
+def plain_labels(values, row_offset=0, name="y"):
+    """A numpy label array of any dtype as a plain dtype (bool, int, float, 'U' or 'S').
+
+    Parameters
+    ----------
+    values : ndarray of shape (n,)
+    row_offset : int
+        Global index of ``values[0]``, so errors name the global row.
+    name : str
+        What to call the labels in errors.
+    """
+    values = np.asarray(values)
+    kind = values.dtype.kind
+    if kind in "biuUS":
+        return values
+    if kind == "f":
+        return _float_or_int(values, row_offset, name)
+    if kind in "OT":  # object and numpy's variable-width StringDType
+        return _object_labels(values.astype(object), row_offset, name)
+    msg = (f"{name} has dtype {values.dtype}; class labels must be booleans, integers, "
+           "strings or categories")
+    raise InputError(msg)
+
+
+def _plain_block(block, name, block_info=None):
+    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    return plain_labels(block, offset, name)
+
+
+def _label_dtype(dtype):
+    """The plain dtype that labels of ``dtype`` become (object when decided per chunk)."""
+    dtype = np.dtype(dtype) if isinstance(dtype, np.dtype) else None
+    if dtype is not None and dtype.kind in "biuUSf":
+        return dtype
+    return np.dtype(object)
+
+
+def _first_missing(mask):
+    mask = np.asarray(mask, dtype=bool)
+    return int(np.flatnonzero(mask)[0]) if mask.any() else None
+
+
+def _pandas_labels(y, name):
+    import pandas as pd
+
+    row = _first_missing(pd.isna(y))
+    if row is not None:
+        raise _missing_error(row, name)
+    if isinstance(y.dtype, pd.CategoricalDtype):
+        y = np.asarray(y.cat.categories)[np.asarray(y.cat.codes)] if isinstance(y, pd.Series) \
+            else np.asarray(y.categories)[np.asarray(y.codes)]
+        return plain_labels(np.asarray(y), 0, name)
+    numpy_dtype = getattr(y.dtype, "numpy_dtype", None)
+    if numpy_dtype is not None and np.dtype(numpy_dtype).kind in "biuf":
+        return plain_labels(y.to_numpy(dtype=numpy_dtype), 0, name)
+    return plain_labels(np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y), 0, name)
+
+
+def _polars_labels(y, name):
+    import polars as pl
+
+    if y.null_count():
+        raise _missing_error(int(y.is_null().arg_max()), name)
+    if y.dtype in (pl.Categorical, pl.Enum) or isinstance(y.dtype, pl.Categorical | pl.Enum):
+        y = y.cast(pl.String)
+    return plain_labels(y.to_numpy(), 0, name)
+
+
+def _arrow_labels(y, name):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if y.null_count:
+        raise _missing_error(int(pc.index(pc.is_null(y), True).as_py()), name)
+    if pa.types.is_dictionary(y.type):
+        y = pc.cast(y, y.type.value_type)
+    return plain_labels(y.to_numpy(zero_copy_only=False), 0, name)
+
+
+def _one_column(shape, name):
+    """Check that 2-D labels are one column, with scikit-learn's warning about it."""
+    from sklearn.exceptions import DataConversionWarning
+
+    if shape[1] != 1:
+        msg = f"{name} must be 1-D with one label per row; got shape {tuple(shape)}"
+        raise InputError(msg)
+    warnings.warn(
+        "A column-vector y was passed when a 1d array was expected. Please change "
+        "the shape of y to (n_samples,), for example using ravel().",
+        DataConversionWarning,
+        stacklevel=4,
+    )
+
+
+def as_labels(y, name="y"):
+    """Labels as a numpy array of a plain dtype, or a lazy dask array converted per chunk.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        numpy, dask (array, Series or one-column DataFrame), Zarr, pandas,
+        polars or pyarrow labels, or a list.
+    name : str
+        What to call the labels in errors.
+
+    Raises
+    ------
+    InputError
+        y is None, 2-D, sparse, continuous or of mixed types.
+    BadValuesError
+        A label is missing (None, NaN, pd.NA); the message names the first row.
+    """
+    if y is None:
+        msg = (f"this estimator requires y to be passed, but the target {name} is None; "
+               "give one class label per row")
+        raise InputError(msg)
+    check_not_sparse(y, name)
+    if (type(y).__module__ or "").startswith("xarray"):
+        y = y.data
+    module = type(y).__module__ or ""
+    if is_dask_frame(y):
+        _, y, _ = as_lazy_rows(np.empty((0, 0)), y)
+    if isinstance(y, da.Array) or (is_lazy(y) and not isinstance(y, np.ndarray)):
+        if not isinstance(y, da.Array):
+            native = getattr(y, "chunks", None)
+            chunks = native if isinstance(native, tuple) and native else "auto"
+            y = da.from_array(y, chunks=chunks, lock=False, asarray=True, fancy=False)
+        if y.ndim == 2:
+            _one_column(y.shape, name)
+            y = y[:, 0]
+        if y.ndim != 1:
+            msg = f"{name} must be 1-D with one label per row; got shape {tuple(y.shape)}"
+            raise InputError(msg)
+        if y.dtype.kind in "biuUS":
+            return y
+        return y.map_blocks(_plain_block, name, dtype=_label_dtype(y.dtype),
+                            meta=np.empty((0,), dtype=_label_dtype(y.dtype)))
+    if module.startswith("pandas"):
+        if getattr(y, "ndim", 1) == 2:
+            _one_column(y.shape, name)
+            y = y.iloc[:, 0]
+        return _pandas_labels(y, name)
+    if module.startswith("polars"):
+        if hasattr(y, "columns"):
+            _one_column(y.shape, name)
+            y = y.to_series()
+        return _polars_labels(y, name)
+    if module.startswith("pyarrow"):
+        if hasattr(y, "num_columns"):
+            _one_column(y.shape, name)
+            y = y.column(0)
+        return _arrow_labels(y, name)
+    values = np.asarray(y)
+    if values.ndim == 2:
+        _one_column(values.shape, name)
+        values = values[:, 0]
+    if values.ndim != 1:
+        msg = f"{name} must be 1-D with one label per row; got shape {values.shape}"
+        raise InputError(msg)
+    return plain_labels(values, 0, name)
