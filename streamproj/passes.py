@@ -11,17 +11,13 @@ scheduler, or a ``dask.distributed`` cluster when a client is active — so no
 step holds more than one chunk of rows per worker thread.
 """
 
-import sys
-from contextlib import contextmanager
-
 import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.diagnostics import Callback
-from threadpoolctl import threadpool_limits
 
 from .errors import BadValuesError, InputError
+from .progress import compute_with_progress
 from .stats import ClassStats, centred_blocks, check_finite, check_matrix
 
 __all__ = [
@@ -29,7 +25,6 @@ __all__ = [
     "accumulate",
     "as_dask_labels",
     "as_dask_rows",
-    "compute",
     "project_blocks",
     "store_projection",
 ]
@@ -169,8 +164,8 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
             for i in range(0, len(parts), _MERGE_FAN_IN)
         ]
         level += 1
-    (stats,) = compute(parts[0], progress=progress, prefix="streamproj-summary-",
-                       total=len(xs), desc="pass 1: summaries")
+    (stats,) = compute_with_progress(parts[0], progress=progress, prefix="streamproj-summary-",
+                                     total=len(xs), desc="pass 1: summaries")
     return stats.stamped()
 
 
@@ -215,136 +210,6 @@ def project_blocks(X, center, components, name="X", row_offset=0):
 def store_projection(sources, targets, progress=False, total=None):
     """Pass 2: compute lazy arrays chunk by chunk into array targets (one ``compute``)."""
     stored = da.store(sources, targets, lock=False, compute=False)
-    compute(stored, progress=progress, prefix="streamproj-project-", total=total,
-            desc="pass 2: projection")
-
-
-# ------------------------------------------------------------- execution
-class _ChunkProgress(Callback):
-    """A tqdm bar over the tasks whose key starts with ``prefix`` (local schedulers)."""
-
-    def __init__(self, prefix, total, desc):
-        super().__init__()
-        self.prefix, self.total, self.desc = prefix, total, desc
-        self.bar = None
-
-    def _start(self, dsk):
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=self.total, desc=self.desc, unit="chunk", file=sys.stderr)
-
-    def _posttask(self, key, result, dsk, state, worker_id):
-        name = key[0] if isinstance(key, tuple) else key
-        if isinstance(name, str) and name.startswith(self.prefix):
-            self.bar.update(1)
-
-    def _finish(self, dsk, state, errored):
-        if self.bar is not None:
-            if not errored:  # chunks whose tasks dask fused under other names count too
-                self.bar.update(self.total - self.bar.n)
-            self.bar.close()
-
-
-def _distributed_client():
-    try:
-        from distributed import get_client
-    except ImportError:
-        return None
-    try:
-        return get_client()
-    except ValueError:
-        return None
-
-
-@contextmanager
-def _distributed_progress(client, prefix, total, desc):
-    """Poll the scheduler for finished tasks with the prefix and show them in tqdm."""
-    import threading
-
-    from tqdm.auto import tqdm
-
-    stop = threading.Event()
-    bar = tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr)
-
-    done = [0]
-
-    def poll():
-        while not stop.wait(0.2):
-            try:
-                finished = client.run_on_scheduler(_count_done, prefix=prefix)
-            except Exception:  # the bar is cosmetic; never fail the job for it
-                continue
-            finished = max(done[0], min(total, finished))
-            bar.update(finished - done[0])
-            done[0] = finished
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    succeeded = False
-    try:
-        yield
-        succeeded = True
-    finally:
-        stop.set()
-        thread.join()  # the poller is done before the bar is topped up and closed
-        if succeeded:
-            bar.update(total - done[0])
-        bar.close()
-
-
-def _count_done(dask_scheduler, prefix):
-    """Scheduler-side: tasks with the prefix that have finished (kept or already released)."""
-    plugin = dask_scheduler.plugins.get("streamproj-progress")
-    if plugin is None:
-        return 0
-    return plugin.done.get(prefix, 0)
-
-
-def compute(*objects, progress=False, prefix="", total=None, desc=None):
-    """``dask.compute`` with an optional tqdm bar over the chunk tasks named by ``prefix``.
-
-    On the local threaded scheduler, BLAS runs one thread per dask thread:
-    dask already keeps every core busy with chunks, and BLAS threads on top
-    of it fight for the same cores (measured: 6 core-seconds instead of 3 for
-    pass 1 on 2M x 100 rows). Distributed workers get the same setting from
-    their nanny (``OPENBLAS_NUM_THREADS=1``).
-    """
-    client = _distributed_client()
-    if client is None:
-        with threadpool_limits(limits=1, user_api="blas"):
-            if not progress:
-                return dask.compute(*objects)
-            with _ChunkProgress(prefix, total, desc):
-                return dask.compute(*objects)
-    if not progress:
-        return dask.compute(*objects)
-    _ensure_progress_plugin(client)
-    with _distributed_progress(client, prefix, total, desc):
-        return dask.compute(*objects)
-
-
-def _ensure_progress_plugin(client):
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    class _ProgressPlugin(SchedulerPlugin):
-        name = "streamproj-progress"
-
-        def __init__(self):
-            self.done = {}
-
-        def transition(self, key, start, finish, *args, **kwargs):
-            if start == "processing" and finish == "memory":
-                name = key[0] if isinstance(key, tuple) else key
-                if isinstance(name, str) and name.startswith("streamproj-"):
-                    prefix = name.split("-", 2)[1]
-                    full = f"streamproj-{prefix}-"
-                    self.done[full] = self.done.get(full, 0) + 1
-
-    def install(dask_scheduler):
-        if "streamproj-progress" not in dask_scheduler.plugins:
-            dask_scheduler.add_plugin(_ProgressPlugin())
-        else:
-            dask_scheduler.plugins["streamproj-progress"].done.clear()
-
-    client.run_on_scheduler(install)
+    compute_with_progress(stored, progress=progress, prefix="streamproj-project-", total=total,
+                          desc="pass 2: projection")
 

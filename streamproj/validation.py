@@ -81,10 +81,10 @@ def is_lazy(X):
 
 def _partition_lengths(*frames):
     """Rows per partition of each dask DataFrame/Series, in one computation."""
-    from .passes import compute
+    from .progress import compute_with_progress
 
     # map_partitions(len) reads one partition at a time and keeps only its length.
-    lengths = compute(*(f.map_partitions(len) for f in frames))
+    lengths = compute_with_progress(*(f.map_partitions(len) for f in frames))
     return [tuple(int(n) for n in np.asarray(x).reshape(-1)) for x in lengths]
 
 
