@@ -7,6 +7,7 @@ so callers can catch one type, and the command line can turn it into a single
 
 __all__ = [
     "BadValuesError",
+    "ClusterError",
     "DuplicateBatchWarning",
     "IncompatibleStatsError",
     "InputError",
@@ -15,6 +16,7 @@ __all__ = [
     "OutputExistsError",
     "SingularScatterError",
     "SourceChangedError",
+    "StorageError",
     "StreamprojError",
     "StreamprojWarning",
 ]
@@ -54,6 +56,14 @@ class OutputExistsError(StreamprojError):
 
 class SourceChangedError(StreamprojError):
     """Rows merged into a model earlier have changed since."""
+
+
+class StorageError(StreamprojError):
+    """A file or object could not be written: permission, read-only file system, full disk, network."""
+
+
+class ClusterError(StreamprojError):
+    """The dask cluster cannot be started or reached, or lost every worker."""
 
 
 class StreamprojWarning(UserWarning):

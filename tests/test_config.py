@@ -4,7 +4,7 @@ import pytest
 
 from streamproj.config import load_config
 from streamproj.errors import InputError
-from streamproj.jobs import slurm_cluster
+from streamproj.cluster import slurm_cluster
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

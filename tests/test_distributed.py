@@ -49,9 +49,9 @@ def test_errors_on_the_cluster_are_still_one_line(tmp_path, cluster, capsys):
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    from streamproj import jobs
+    from streamproj import cluster
 
-    monkeypatch.setattr(jobs, "CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", "1s")
     X, y = make_classes(n=100, p=3, seed=42)
     write_zarr(tmp_path / "d.zarr", X, y)
     code = main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m"),
