@@ -233,6 +233,16 @@ def _remove(path):
             path.unlink()
 
 
+def _remove_straggling(path, wait=0.2):
+    """Remove a failed write's folder, again if Zarr's own writer threads re-create it."""
+    _remove(path)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if path.exists():
+            _remove(path)
+
+
 def _fsync(path):
     with contextlib.suppress(OSError):  # not every OS or file system syncs folders
         fd = os.open(path, os.O_RDONLY)
@@ -621,9 +631,11 @@ def output_group(url, overwrite=False, attrs=None):
         if kind != "absent" and not overwrite:
             _refuse_existing(url)
         tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"
+        guard, group = _WriteGuard(), None
         try:
             group = zarr.open_group(str(tmp), mode="w-")
             group.attrs.update({**(attrs or {}), "complete": False})
+            _GUARDS[id(group)] = guard
             yield group
             group.attrs["complete"] = True
             with warnings.catch_warnings():
@@ -631,8 +643,10 @@ def output_group(url, overwrite=False, attrs=None):
                 zarr.consolidate_metadata(str(tmp))
             _swap_in(tmp, dest)
         finally:
+            guard.close()  # chunk writes still running in other threads end first
+            _GUARDS.pop(id(group), None)
             if tmp.exists():
-                _remove(tmp)
+                _remove_straggling(tmp)
 
 
 def _remote_state(fs, root):
@@ -774,13 +788,73 @@ def open_output(url):
     return group
 
 
+class _WriteGuard:
+    """Counts chunk writes in flight, so a failed output is removed only after the last one.
+
+    When one chunk fails, dask's threaded scheduler raises at once while other
+    threads may still be writing (and re-creating folders); removing the
+    temporary output before they finish would leave a half folder behind.
+    """
+
+    def __init__(self):
+        import threading
+
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closed = False
+
+    def __enter__(self):
+        with self._cond:
+            if self._closed:
+                msg = "output closed after a failure"
+                raise RuntimeError(msg)
+            self._active += 1
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def close(self, timeout=120):
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._active == 0, timeout=timeout)
+
+
+_GUARDS = {}
+
+
+class _GuardedArray:
+    """A Zarr array whose writes are counted by a :class:`_WriteGuard` (in this process)."""
+
+    def __init__(self, array, guard):
+        self.array, self.guard = array, guard
+        self.shape, self.dtype, self.ndim, self.chunks = array.shape, array.dtype, array.ndim, array.chunks
+
+    def __setitem__(self, key, value):
+        if self.guard is None:
+            self.array[key] = value
+            return
+        with self.guard:
+            self.array[key] = value
+
+    def __getitem__(self, key):
+        return self.array[key]
+
+    def __getstate__(self):  # on a distributed worker: no guard to share
+        return {"array": self.array, "guard": None}
+
+    def __setstate__(self, state):
+        self.__init__(state["array"], state["guard"])
+
+
 def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):
     """An array in an output group, with named dimensions (``xarray.open_zarr`` reads them).
 
     Every chunk is written, even one equal to the fill value, so a missing
     chunk file in an output always means damage.
     """
-    return group.create_array(
+    array = group.create_array(
         name,
         shape=shape,
         chunks=chunks,
@@ -789,6 +863,8 @@ def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):
         attributes=attrs or {},
         config={"write_empty_chunks": True},
     )
+    guard = _GUARDS.get(id(group))
+    return array if guard is None else _GuardedArray(array, guard)
 
 
 def write_bytes(url, data):
@@ -997,7 +1073,11 @@ def _write_local_model(path, typed, meta, stats, solution, base):
     finally:
         if staging.exists():
             _remove(staging)
-    _write_pointer(path, name)
+    try:
+        _write_pointer(path, name)
+    except BaseException:
+        _remove(path / name)  # never made current: roll back
+        raise
     for old in path.iterdir():
         if _version_number(old.name) >= 0 and old.name not in (name, current):
             _remove(old)

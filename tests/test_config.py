@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from streamproj.cluster import slurm_cluster
 from streamproj.config import load_config
 from streamproj.errors import InputError
-from streamproj.cluster import slurm_cluster
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
