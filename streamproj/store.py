@@ -212,7 +212,7 @@ def _alive(name):
     if not match:
         return False
     host, pid = match.group(1), int(match.group(2))
-    if host != _HOST:
+    if host != _HOST or os.name == "nt":  # (os.kill would end a Windows process)
         return False  # cleaned only under the lock, so no writer of another host is live
     if pid == os.getpid():
         return False
@@ -697,8 +697,11 @@ def _remote_output(url, overwrite, attrs):
         group = zarr.open_group(f"{base}/{version}", mode="w-",
                                 storage_options=_storage_options(url))
         group.attrs.update({**(attrs or {}), "complete": False})
+    guard = _WriteGuard()
+    _GUARDS[id(group)] = guard
     try:
         yield group
+        guard.close()
         with _remote_errors(f"output {url}"):
             group.attrs["complete"] = True
             previous = _remote_state(fs, root)
@@ -712,9 +715,23 @@ def _remote_output(url, overwrite, attrs):
                     continue  # perhaps a live writer elsewhere
                 fs.rm(entry, recursive=True)
     except BaseException:
+        guard.close()  # chunk writes still running in other threads end first
         with contextlib.suppress(Exception):
-            fs.rm(f"{root}/{version}", recursive=True)
+            _rm_straggling(fs, f"{root}/{version}")
+            if kind == "absent":  # nothing was there: leave nothing
+                fs.rm(f"{root}/zarr.json")
         raise
+    finally:
+        _GUARDS.pop(id(group), None)
+
+
+def _rm_straggling(fs, path, wait=0.2):
+    """Remove a failed write's prefix, again if Zarr's own writer tasks add to it."""
+    fs.rm(path, recursive=True)
+    time.sleep(wait)
+    fs.invalidate_cache(path)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
 
 
 def _stale_remote(fs, path, name, previous):

@@ -76,6 +76,7 @@ def close(a, b, tol=1e-10):
     return np.max(np.abs(a - b)) <= tol * np.max(np.abs(b))
 
 
+@pytest.mark.slow
 def test_fit_update_project_with_s3_input_model_and_output(bucket, capsys):
     X, y = make_classes(n=900, p=4, k=3, seed=50)
     s3_zarr(f"{bucket}/a.zarr", X[:500], y[:500])
@@ -99,6 +100,7 @@ def test_fit_update_project_with_s3_input_model_and_output(bucket, capsys):
     assert '"n_samples": 900' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_interrupted_overwrite_leaves_the_old_output_readable(bucket, capsys):
     X, y = make_classes(n=600, p=3, seed=51)
     s3_zarr(f"{bucket}/d.zarr", X, y)
@@ -115,6 +117,9 @@ def test_interrupted_overwrite_leaves_the_old_output_readable(bucket, capsys):
     fs = s3fs.S3FileSystem()
     children = [c.rsplit("/", 1)[-1] for c in fs.ls(out.replace("s3://", ""), detail=False)]
     assert len([c for c in children if c.startswith("v")]) == 1  # the failed version was removed
+    assert main(["project", model, f"{bucket}/bad.zarr", "--output", f"{bucket}/new.zarr"]) == 2
+    one_error_line(capsys)
+    assert keys(f"{bucket}/new.zarr") == []  # a failed first write leaves nothing
 
 
 KILL_S3_PROJECT = """
