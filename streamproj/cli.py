@@ -2,12 +2,15 @@
 
 import argparse
 import json
+import os
 import sys
 import warnings
+from pathlib import Path
 
-from . import __version__, jobs
+from . import __version__, jobs, store
+from .cluster import dask_cluster
 from .config import load_config
-from .errors import StreamprojError
+from .errors import InputError, OutputExistsError, StreamprojError
 from .solvers import validate_shrinkage
 
 __all__ = ["main"]
@@ -38,6 +41,8 @@ def _common(p, compute=True):
 def _input_args(p):
     p.add_argument("--x", default="X", metavar="NAME", help="array of rows in INPUT (default: X)")
     p.add_argument("--y", default="y", metavar="NAME", help="array of labels in INPUT (default: y)")
+    p.add_argument("--allow-missing-chunks", action="store_true",
+                   help="read a missing chunk file of INPUT as the fill value instead of refusing")
 
 
 def build_parser():
@@ -107,7 +112,8 @@ def _fit(args):
               "center": args.center, "boundary": args.boundary,
               "keep_class_scatter": args.keep_class_scatter}
     report = jobs.fit_model(args.input, args.model, args.x, args.y, params,
-                            overwrite=args.overwrite, progress=args.progress)
+                            overwrite=args.overwrite, progress=args.progress,
+                            allow_missing_chunks=args.allow_missing_chunks)
     counts = ", ".join(f"{c}: {n:,}" for c, n in zip(report["classes"], report["counts"], strict=True))
     print(f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows ({counts})")
 
@@ -130,12 +136,14 @@ def _describe_update(report):
 
 def _update(args):
     print(_describe_update(jobs.update_model(args.model, args.input, args.x, args.y,
-                                             progress=args.progress, verify=args.verify)))
+                                             progress=args.progress, verify=args.verify,
+                                             allow_missing_chunks=args.allow_missing_chunks)))
 
 
 def _project(args):
     report = jobs.project_model(args.model, args.input, args.output, args.x, args.y,
-                                overwrite=args.overwrite, progress=args.progress)
+                                overwrite=args.overwrite, progress=args.progress,
+                                allow_missing_chunks=args.allow_missing_chunks)
     print(f"wrote {report['output']}: coords ({report['rows']:,} x {report['n_components']}), "
           "decision, predicted")
 
@@ -162,6 +170,43 @@ def _info(args):
     print(json.dumps(jobs.model_info(args.model), indent=2))
 
 
+# What an image file matplotlib writes starts with; plot replaces no other file.
+_IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"\xff\xd8\xff", b"%!PS", b"II*\x00", b"MM\x00*")
+
+
+def _check_figure(args):
+    """The figure path of ``plot``: local, outside OUT and the model, never clobbering a non-image."""
+    figure = args.output
+    if not store.is_local(figure):
+        msg = (f"plot --output {figure}: figures are written to local files only; write it "
+               "locally and upload it (streamproj.store.write_bytes does it in Python)")
+        raise InputError(msg)
+    store.check_disjoint(("projection", args.out), ("model", getattr(args, "model", None)),
+                         ("figure", figure))
+    path = Path(figure).expanduser()
+    if path.is_dir():
+        msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
+        raise OutputExistsError(msg)
+    if path.exists():
+        with open(path, "rb") as f:
+            head = f.read(8)
+        if head and not head.startswith(_IMAGE_MAGIC):
+            msg = (f"plot --output {figure} exists and is not an image; it was left untouched: "
+                   "choose another file name")
+            raise OutputExistsError(msg)
+    with store.storage_errors(f"figure {figure}"):
+        path.parent.mkdir(parents=True, exist_ok=True)  # as fit makes its model's folder
+
+
+def _quiet_broken_pipe():
+    """stdout's reader went away (``streamproj info | head``): say nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def _one_line(text):
     return " ".join(str(text).split())
 
@@ -178,12 +223,22 @@ def main(argv=None):
         args.progress = sys.stderr.isatty()
     warnings.showwarning = _show_warning
     try:
+        if args.command == "plot":
+            _check_figure(args)
         # run takes its cluster from the config; info computes nothing
         scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None
-        with jobs.dask_cluster(scheduler):
+        with dask_cluster(scheduler):
             args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return 0
     except StreamprojError as exc:
         sys.stderr.write(f"streamproj: error: {_one_line(exc)}\n")
+        return 2
+    except OSError as exc:  # the last resort: still one line, naming the file
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"streamproj: error: {_one_line(exc.strerror or exc)}{where}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("streamproj: interrupted\n")

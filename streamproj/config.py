@@ -7,6 +7,7 @@ output. Example::
     path = "data.zarr"          # local path or any fsspec URL
     x = "X"
     y = "y"
+    allow_missing_chunks = false  # true: read a missing chunk file as the fill value
 
     [model]
     path = "model"
@@ -22,6 +23,7 @@ output. Example::
 
     [dask]
     scheduler = "tcp://10.0.0.5:8786"   # optional: a dask.distributed scheduler
+    timeout = 300               # seconds without any worker before the job gives up
 
     [dask.slurm]                # optional: start workers with dask-jobqueue
     jobs = 4
@@ -37,7 +39,8 @@ import tomllib
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, StreamprojError
+from .solvers import validate_shrinkage
 
 __all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfig", "SlurmConfig", "load_config"]
 
@@ -47,6 +50,7 @@ class InputConfig:
     path: str
     x: str = "X"
     y: str = "y"
+    allow_missing_chunks: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class SlurmConfig:
 @dataclass(frozen=True)
 class DaskConfig:
     scheduler: str | None = None
+    timeout: float | None = None  # seconds without workers; None: cluster.DEFAULT_TIMEOUT
     slurm: SlurmConfig | None = None
 
 
@@ -114,6 +119,7 @@ def _type_ok(value, annotation):
         str | None: (str,),
         str | float: (str, int, float),
         bool | None: (bool,),
+        float | None: (int, float),
     }[annotation]
     if isinstance(value, bool) and bool not in kinds:
         return False
@@ -123,7 +129,7 @@ def _type_ok(value, annotation):
 def _describe(annotation):
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
             list: "a list", str | None: "a string", str | float: "a string or a number",
-            bool | None: "true or false"}[annotation]
+            bool | None: "true or false", float | None: "a number"}[annotation]
 
 
 def _build(cls, table, where, file, nested=None):
@@ -198,14 +204,23 @@ def load_config(path):
     if model.center not in _CENTERS:
         msg = f"{path}: [model] center must be one of {', '.join(map(repr, _CENTERS))}; got {model.center!r}"
         raise InputError(msg)
+    try:
+        validate_shrinkage(model.shrinkage)
+    except StreamprojError as exc:
+        msg = f"{path}: [model] {exc}"
+        raise InputError(msg) from None
     if model.n_components < 1:
         msg = f"{path}: [model] n_components must be at least 1; got {model.n_components}"
         raise InputError(msg)
     if built.get("dask") and built["dask"].scheduler and built["dask"].slurm:
         msg = f"{path}: [dask] give either scheduler or [dask.slurm], not both"
         raise InputError(msg)
+    if built.get("dask") and built["dask"].timeout is not None and built["dask"].timeout <= 0:
+        msg = f"{path}: [dask] timeout must be a positive number of seconds; got {built['dask'].timeout!r}"
+        raise InputError(msg)
     base = path.resolve().parent
-    built["input"] = InputConfig(_resolve(built["input"].path, base), built["input"].x, built["input"].y)
+    inp = built["input"]
+    built["input"] = InputConfig(_resolve(inp.path, base), inp.x, inp.y, inp.allow_missing_chunks)
     built["model"] = ModelConfig(**{**model.__dict__, "path": _resolve(model.path, base),
                                     "boundary": _resolve(model.boundary, base)})
     if "output" in built:

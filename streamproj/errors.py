@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import InvalidParameterError as _SklearnInv
 
 __all__ = [
     "BadValuesError",
+    "ClusterError",
     "DuplicateBatchWarning",
     "IncompatibleStatsError",
     "InputError",
@@ -19,6 +20,7 @@ __all__ = [
     "OutputExistsError",
     "SingularScatterError",
     "SourceChangedError",
+    "StorageError",
     "StreamprojError",
     "StreamprojWarning",
 ]
@@ -62,6 +64,14 @@ class OutputExistsError(StreamprojError):
 
 class SourceChangedError(StreamprojError):
     """Rows merged into a model earlier have changed since."""
+
+
+class StorageError(StreamprojError):
+    """A file or object could not be written: permission, read-only file system, full disk, network."""
+
+
+class ClusterError(StreamprojError):
+    """The dask cluster cannot be started or reached, or lost every worker."""
 
 
 class StreamprojWarning(UserWarning):

@@ -7,20 +7,20 @@ the command line stays a thin parser around these functions.
 
 import contextlib
 import hashlib
-import warnings
 from pathlib import Path
 
 import numpy as np
 from scipy.linalg import subspace_angles
 
 from . import store
+from .cluster import dask_cluster, require_sbatch
 from .errors import (
-    DuplicateBatchWarning,
+    ClusterError,
     IncompatibleStatsError,
     InputError,
-    ModelError,
     OutputExistsError,
     SourceChangedError,
+    StorageError,
     StreamprojError,
 )
 from .estimator import BoundaryProjector, load
@@ -38,8 +38,6 @@ __all__ = [
     "update_model",
 ]
 
-# How long to keep trying to reach a dask scheduler (it may still be starting).
-CONNECT_TIMEOUT = "20s"
 # Rows read from each end of the merged range to notice a rewritten source.
 _EDGE_ROWS = 256
 
@@ -51,7 +49,8 @@ def _context(prefix):
         yield
     except StreamprojError as exc:
         text = str(exc)
-        if text.startswith(prefix):
+        # Errors about the output, the disk or the cluster already say where they happened.
+        if text.startswith(prefix) or isinstance(exc, StorageError | OutputExistsError | ClusterError):
             raise
         raise type(exc)(f"{prefix}: {text}") from None
 
@@ -145,8 +144,7 @@ def _axis_names(model):
 
 # ------------------------------------------------------------ stored jobs
 def _source_key(url, x, y):
-    resolved = str(Path(url).resolve()) if store.is_local(url) else str(url)
-    return {"url": resolved, "x": x, "y": y}
+    return {"url": store.normalise(url), "x": x, "y": y}
 
 
 def _edge_fingerprint(X, y, rows):
@@ -163,29 +161,51 @@ def _edge_fingerprint(X, y, rows):
     return h.hexdigest()
 
 
-def _open(url, x, y, require_y=True):
+def _open(url, x, y, require_y=True, allow_missing_chunks=False):
     with _context(str(url)):
-        return store.open_input(url, x, y, require_y=require_y)
+        return store.open_input(url, x, y, require_y=require_y,
+                                allow_missing_chunks=allow_missing_chunks)
 
 
 def _names(url, x, y):
     return (f"{url}/{x}", f"{url}/{y}")
 
 
+def _boundary_file(params):
+    """The boundary file named in ``params``, if the boundary is one."""
+    boundary = (params or {}).get("boundary")
+    return str(boundary) if isinstance(boundary, str | Path) else None
+
+
+def _check_boundary_file(path, X, names):
+    """A boundary file's coefficients must match the data; the error names the file."""
+    coef = store.read_boundary(path)["coef"]
+    p = coef.shape[-1]
+    if p != X.shape[1]:
+        msg = (f"{path}: the boundary has {p} coefficients per row but {names[0]} has "
+               f"{X.shape[1]} features; give a boundary fitted on these features")
+        raise InputError(msg)
+
+
 def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
-              progress=False):
+              progress=False, allow_missing_chunks=False):
     """Fit a new model from a Zarr input and save it; returns a report dict."""
-    model_path = Path(model_path)
+    store.check_disjoint(("input", input_url), ("boundary file", _boundary_file(params)),
+                         ("model", model_path))
     with store.model_lock(model_path):
-        if model_path.exists() and not overwrite:
+        existing = _existing_model(model_path)
+        if existing is not False and not overwrite:
             msg = (f"model {model_path} exists; use 'streamproj update' to merge new rows, "
                    "or --overwrite to refit from scratch")
             raise OutputExistsError(msg)
-        X, Y = _open(input_url, x, y)
+        X, Y = _open(input_url, x, y, allow_missing_chunks=allow_missing_chunks)
+        names = _names(input_url, x, y)
+        if _boundary_file(params):
+            _check_boundary_file(_boundary_file(params), X, names)
         model = BoundaryProjector(**(params or {}), progress=progress)
         with _context(str(input_url)):
             model.fit_stats(accumulate(X, Y, model.summary_detail(), progress=progress,
-                                       names=_names(input_url, x, y)))
+                                       names=names))
         source = {**_source_key(input_url, x, y), "rows": int(X.shape[0]),
                   "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": store.timestamp(),
                   "batches": [_batch_record(model.stats_, 0, X.shape[0])]}
@@ -193,10 +213,30 @@ def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
                     "n_samples": model.stats_.n_samples, "source": source["url"]}]
         # Refitting over an existing model writes a new version of it (atomic, like an update).
         version = store.write_model(model_path, model.to_meta({"sources": [source], "history": history}),
-                                    model.stats_, model._solution())
+                                    model.stats_, model._solution(),
+                                    base=existing or None)
     return {"status": "fitted", "model": str(model_path), "version": version,
             "rows": int(X.shape[0]), "classes": model.classes_.tolist(),
             "counts": model.stats_.counts.tolist(), "model_id": model.model_id_}
+
+
+def _existing_model(model_path):
+    """The live version of the model at ``model_path``; False when nothing is there.
+
+    Something that is there but is no readable model raises (so --overwrite
+    never replaces it).
+    """
+    if store.is_local(model_path):
+        local = Path(str(model_path)).expanduser()
+        if not local.exists() or (local.is_dir() and not any(local.iterdir())):
+            return False
+    try:
+        meta, _stats, _solution = store.read_model(model_path)
+    except StreamprojError:
+        if not store.is_local(model_path) and not store.model_exists(model_path):
+            return False
+        raise
+    return meta["version"]
 
 
 def _drift(old, new):
@@ -215,19 +255,21 @@ def _drift(old, new):
     return out
 
 
-def update_model(model_path, input_url, x="X", y="y", progress=False, verify=False):
+def update_model(model_path, input_url, x="X", y="y", progress=False, verify=False,
+                 allow_missing_chunks=False):
     """Merge the rows of a source that the model has not seen; returns a report dict.
 
-    Rows merged before (same resolved URL and arrays) are skipped, so the same
-    update twice changes nothing and an appended array merges only its new
-    rows. A source whose merged rows changed is refused with the model untouched.
+    Rows merged before (same resolved URL and arrays, per the model's ledger of
+    sources) are skipped, so the same update twice changes nothing and an
+    appended array merges only its new rows. A source whose merged rows
+    changed is refused with the model untouched.
     """
-    model_path = Path(model_path)
+    store.check_disjoint(("input", input_url), ("model", model_path))
     with store.model_lock(model_path):
         with _context(str(model_path)):
             meta, stats, solution = store.read_model(model_path)
         old = BoundaryProjector.from_saved(meta, stats, solution)
-        X, Y = _open(input_url, x, y)
+        X, Y = _open(input_url, x, y, allow_missing_chunks=allow_missing_chunks)
         names = _names(input_url, x, y)
         if X.shape[1] != old.n_features_in_:
             msg = (f"{names[0]} has {X.shape[1]} features but model {model_path} was fitted on "
@@ -259,16 +301,8 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
             batch = accumulate(rows[start:], labels[start:], old.summary_detail(), progress=progress,
                                row_offset=start, names=names)
         new = BoundaryProjector.from_saved(meta, stats, solution)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", DuplicateBatchWarning)
-            with _context(str(input_url)):
-                new.partial_fit_stats(batch)
-        duplicate = any(issubclass(w.category, DuplicateBatchWarning) for w in caught)
-        if duplicate:
-            return {"status": "unchanged", "model": str(model_path), "version": meta["version"],
-                    "rows_added": 0,
-                    "message": f"{input_url}: these {n_new} rows are identical to a batch merged "
-                               "before; not counted twice, model unchanged"}
+        with _context(str(input_url)):
+            new.partial_fit_stats(batch)
         added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
         drift = _drift(old, new)
         entry = {**key, "rows": int(X.shape[0]), "edges": _edge_fingerprint(X, Y, X.shape[0]),
@@ -279,7 +313,7 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
             "event": "update", "time": store.timestamp(), "source": key["url"], "rows_added": n_new,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift}]
         version = store.write_model(model_path, new.to_meta({"sources": sources, "history": history}),
-                                    new.stats_, new._solution())
+                                    new.stats_, new._solution(), base=meta["version"])
     return {"status": "updated", "model": str(model_path), "version": version,
             "rows_added": n_new, "n_samples": new.stats_.n_samples,
             "new_classes": added_classes, **drift}
@@ -307,11 +341,30 @@ def _verify_rows(model, rows, labels, record, names, progress):
             raise SourceChangedError(msg)
 
 
-def project_model(model_path, input_url, out, x="X", y="y", overwrite=False, progress=False):
+def _verify_rows(model, rows, labels, record, names, progress):
+    """Re-read every merged row range and check it summarises exactly as when it was merged.
+
+    Pass 1 is deterministic for a given chunking (a fixed merge tree, one BLAS
+    thread per task), so an unchanged range gives the same fingerprint bit for bit.
+    """
+    for batch in record.get("batches", []):
+        a, b = batch["start"], batch["stop"]
+        with _context(names[0]):
+            again = accumulate(rows[a:b], labels[a:b], model.summary_detail(), progress=progress,
+                               row_offset=a, names=names)
+        if again.fingerprint() != batch["fingerprint"]:
+            msg = (f"rows {a}..{b - 1} of {names[0]} (merged on {record['merged']}) have changed "
+                   "since; refit the model from its sources")
+            raise SourceChangedError(msg)
+
+
+def project_model(model_path, input_url, out, x="X", y="y", overwrite=False, progress=False,
+                  allow_missing_chunks=False):
     """Project a Zarr input with a saved model into a Zarr output group."""
+    store.check_disjoint(("input", input_url), ("model", model_path), ("output", out))
     with _context(str(model_path)):
         model = load(model_path)
-    X, Y = _open(input_url, x, y, require_y=False)
+    X, Y = _open(input_url, x, y, require_y=False, allow_missing_chunks=allow_missing_chunks)
     with _context(str(input_url)):
         project(model, X, out, y=Y, overwrite=overwrite, progress=progress,
                 source=_source_key(input_url, x, y)["url"], names=_names(input_url, x, y))
@@ -343,69 +396,29 @@ def model_info(model_path):
     return info
 
 
-@contextlib.contextmanager
-def dask_cluster(scheduler=None, slurm=None):
-    """Run the passes on a dask.distributed cluster for the duration of the block.
-
-    ``scheduler``: the address of a running scheduler. ``slurm``: a
-    :class:`~streamproj.config.SlurmConfig`; workers are started as SLURM jobs
-    with dask-jobqueue. Neither: Dask's local threaded scheduler.
-    """
-    if scheduler is None and slurm is None:
-        yield None
-        return
-    try:
-        from distributed import Client
-    except ImportError:
-        msg = "running on a cluster needs dask.distributed: pip install 'streamproj[distributed]'"
-        raise InputError(msg) from None
-    cluster = None
-    if slurm is not None:
-        cluster = slurm_cluster(slurm)
-        cluster.scale(jobs=slurm.jobs)
-        target = cluster
-    else:
-        target = scheduler
-    try:
-        client = Client(target, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError) as exc:
-        if cluster is not None:
-            cluster.close()
-        msg = f"cannot reach the dask scheduler at {scheduler or 'SLURM cluster'}: {exc}"
-        raise InputError(msg) from None
-    try:
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-def slurm_cluster(slurm):
-    """A dask-jobqueue ``SLURMCluster`` from a config section (no jobs submitted yet)."""
-    try:
-        from dask_jobqueue import SLURMCluster
-    except ImportError:
-        msg = "SLURM jobs need dask-jobqueue: pip install 'streamproj[slurm]'"
-        raise InputError(msg) from None
-    kwargs = {k: v for k, v in vars(slurm).items() if k != "jobs" and v is not None}
-    return SLURMCluster(**kwargs)
-
-
 def model_exists(model_path):
-    try:
-        store.read_model(model_path)
-    except ModelError:
-        return False
-    return True
+    """True when ``model_path`` holds a readable model."""
+    return store.model_exists(model_path)
+
+
+def _check_job_paths(config):
+    """No location of a job may overlap another it writes (named by config key)."""
+    inp, mod, out = config.input, config.model, config.output
+    with _context(config.source):
+        store.check_disjoint(("[input] path", inp.path), ("[model] boundary", mod.boundary),
+                             ("[output] input", out.input), ("[model] path", mod.path),
+                             ("[output] path", out.path))
 
 
 def run_job(config, progress=None):
     """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project."""
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
+    _check_job_paths(config)
+    if config.dask.slurm is not None and config.dask.scheduler is None:
+        require_sbatch(config.source)
     reports = []
-    with dask_cluster(config.dask.scheduler, config.dask.slurm):
+    with dask_cluster(config.dask.scheduler, config.dask.slurm, config.dask.timeout):
         mode = mod.mode
         if mode == "auto":
             mode = "update" if model_exists(mod.path) else "fit"
@@ -415,10 +428,13 @@ def run_job(config, progress=None):
                       "center": mod.center, "boundary": mod.boundary,
                       "keep_class_scatter": mod.keep_class_scatter}
             reports.append(fit_model(inp.path, mod.path, inp.x, inp.y, params,
-                                     overwrite=mod.mode == "fit", progress=bool(show)))
+                                     overwrite=mod.mode == "fit", progress=bool(show),
+                                     allow_missing_chunks=inp.allow_missing_chunks))
         else:
-            reports.append(update_model(mod.path, inp.path, inp.x, inp.y, progress=bool(show)))
+            reports.append(update_model(mod.path, inp.path, inp.x, inp.y, progress=bool(show),
+                                        allow_missing_chunks=inp.allow_missing_chunks))
         if out.path:
             reports.append(project_model(mod.path, out.input or inp.path, out.path, inp.x, inp.y,
-                                         overwrite=out.overwrite, progress=bool(show)))
+                                         overwrite=out.overwrite, progress=bool(show),
+                                         allow_missing_chunks=inp.allow_missing_chunks))
     return reports

@@ -1,6 +1,8 @@
 """Zarr inputs and outputs, boundary files and the model directory — all file I/O lives here.
 
-Model directory layout (every write is crash-safe)::
+What is atomic where
+--------------------
+*Local model directory* (``MODEL``)::
 
     MODEL/
       CURRENT            name of the live version, e.g. "v000003"
@@ -9,47 +11,87 @@ Model directory layout (every write is crash-safe)::
         stats.npz        the mergeable ClassStats
         solution.npz     components, center, coef, intercept
 
-A new version is written completely into its own folder before ``CURRENT`` is
-replaced (``os.replace`` is atomic), so a reader or a job killed at any point
-sees either the old model or the new one. Jobs that update a model hold
-the lock file ``.MODEL.lock`` beside it. A model written for the first time
-is built in a temporary sibling folder and renamed into place.
+A new version is written completely into a hidden staging folder, renamed to
+``vNNNNNN`` and only then named by ``CURRENT`` (replaced with ``os.replace``,
+atomic), so a reader or a job killed at any point sees the old model or the
+new one. Writers hold the lock file ``.MODEL.lock`` beside the model's real
+path (symlinks resolved) from before they read ``CURRENT`` until they are
+done, and delete it on release. A model written for the first time is built
+in a hidden sibling and renamed into place.
+
+*Object-store model* (``s3://…/MODEL``): the same layout; ``CURRENT`` is one
+small object written last with a single PUT (atomic on S3), and before it is
+written the job checks that nobody moved ``CURRENT`` since it read the model.
+
+*Local output*: written in a hidden sibling ``.OUT.tmp-…`` and swapped into
+place at the end — on Linux with one ``renameat2(RENAME_EXCHANGE)`` (atomic),
+elsewhere with two renames whose gap is repaired by the next writer (the old
+output is put back).
+
+*Object-store output*: ``OUT/zarr.json`` is a pointer to a complete version
+``OUT/v…/``; a new output is written under a fresh version prefix and the
+pointer (one small object) is switched last, so the old output stays readable
+until the new one is complete. Readers go through :func:`open_output`.
+
+Leftovers of killed jobs (hidden ``.tmp-``/``.old-`` folders, orphan versions,
+lock files) are removed by the next writer of the same model or output, never
+those of a writer that is still alive.
 """
 
 import contextlib
 import datetime as _dt
-import fcntl
+import errno
+import hashlib
+import io
 import json
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
+import time
 import uuid
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import zarr
 
-from .errors import InputError, ModelError, OutputExistsError
+from .errors import InputError, ModelError, OutputExistsError, StorageError, StreamprojError
 from .stats import ClassStats, check_matrix
 
 __all__ = [
     "MODEL_FORMAT",
+    "check_disjoint",
     "create_output_array",
     "is_local",
+    "model_exists",
     "model_lock",
+    "normalise",
     "open_input",
     "open_output",
     "output_group",
     "read_boundary",
     "read_model",
+    "storage_errors",
     "timestamp",
+    "write_bytes",
     "write_model",
 ]
 
 MODEL_FORMAT = "streamproj-model"
 MODEL_FORMAT_VERSION = 1
+OUTPUT_FORMAT = "streamproj-output"
 _CURRENT = "CURRENT"
+_VERSION = re.compile(r"^v\d{6}$")
+_OUT_VERSION = re.compile(r"^v\d{14}-[0-9a-f]{8}$")
+# Object-store calls fail in seconds, not minutes, when the endpoint is unreachable.
+REMOTE_TIMEOUT = 10
+# A leftover on an object store (no lock, no pid to check) is stale after this long.
+REMOTE_STALE_SECONDS = 3600
+_HOST = socket.gethostname().replace("-", "_")[:40] or "host"
 
 
 def timestamp():
@@ -57,7 +99,7 @@ def timestamp():
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-# ------------------------------------------------------------------- inputs
+# ------------------------------------------------------------ paths, URLs
 def is_local(url):
     """True for a plain path or a ``file://`` URL."""
     return "://" not in str(url) or str(url).startswith("file://")
@@ -65,9 +107,311 @@ def is_local(url):
 
 def _local_path(url):
     url = str(url)
-    return Path(url[len("file://") :] if url.startswith("file://") else url)
+    return Path(url[len("file://") :] if url.startswith("file://") else url).expanduser()
 
 
+def _real(url):
+    """The absolute path with every symlink resolved (the path need not exist)."""
+    return Path(os.path.realpath(_local_path(url)))
+
+
+def normalise(url):
+    """A canonical name for a location: the real path, or the URL with one spelling."""
+    if is_local(url):
+        return str(_real(url))
+    protocol, rest = str(url).split("://", 1)
+    protocol = protocol.lower()
+    protocol = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}.get(protocol, protocol)
+    rest = re.sub(r"/+", "/", rest).strip("/")
+    return f"{protocol}://{rest}"
+
+
+def _inside(a, b):
+    """True when location ``a`` is ``b`` or lies inside it."""
+    a, b = normalise(a), normalise(b)
+    if is_local(a) != is_local(b):
+        return False
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
+def check_disjoint(*named):
+    """Refuse when two of the named locations overlap (equal, or one inside the other).
+
+    Parameters
+    ----------
+    named : (str, str or None)
+        ``(role, location)`` pairs, e.g. ``("input", "data.zarr")``; None is skipped.
+    """
+    named = [(role, url) for role, url in named if url is not None]
+    for i, (role_a, a) in enumerate(named):
+        for role_b, b in named[i + 1 :]:
+            if _inside(a, b) or _inside(b, a):
+                relation = "is" if normalise(a) == normalise(b) else (
+                    "is inside" if _inside(a, b) else "contains")
+                msg = (f"the {role_a} {a} {relation} the {role_b} {b}; they must not overlap "
+                       f"(choose another {role_b if role_b in ('output', 'model') else role_a})")
+                raise InputError(msg)
+
+
+def _storage_options(url, given=None):
+    options = dict(given or {})
+    if str(url).lower().startswith(("s3://", "s3a://")):
+        config = {"connect_timeout": REMOTE_TIMEOUT, "read_timeout": 6 * REMOTE_TIMEOUT,
+                  "retries": {"max_attempts": 3, "mode": "standard"}}
+        options["config_kwargs"] = {**config, **options.get("config_kwargs", {})}
+    return options
+
+
+def _fs(url):
+    """An fsspec filesystem and the path of ``url`` in it."""
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(str(url), **_storage_options(url))
+    except (ImportError, ValueError) as exc:
+        msg = f"cannot open {url}: {exc}"
+        raise InputError(msg) from None
+
+
+def _is_expected(exc):
+    """Errors of a broken file or an unreachable store, as opposed to streamproj's own."""
+    return isinstance(exc, Exception) and not isinstance(exc, StreamprojError)
+
+
+@contextlib.contextmanager
+def storage_errors(where):
+    """Turn an OS error (permission, read-only, full disk, …) into a one-line StorageError."""
+    try:
+        yield
+    except StreamprojError:
+        raise
+    except OSError as exc:
+        raise StorageError(_describe_os_error(exc, where)) from None
+
+
+def _describe_os_error(exc, where):
+    path = exc.filename or where
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    hints = {errno.ENOSPC: "free some space or write elsewhere",
+             errno.EROFS: "the file system is read-only; write elsewhere",
+             errno.EACCES: "you lack permission there",
+             errno.EPERM: "you lack permission there"}
+    hint = hints.get(exc.errno)
+    return f"cannot write {where}: {reason}: {path}" + (f" ({hint})" if hint else "")
+
+
+# ----------------------------------------------------------- liveness
+def _tag():
+    """A unique suffix naming this writer: host, pid, random."""
+    return f"{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _alive(name):
+    """False when a leftover's name says it was made by a dead process on this host."""
+    match = re.search(r"\.(?:tmp|old)-(.+)-(\d+)-[0-9a-f]{8}$", name)
+    if not match:
+        return False
+    host, pid = match.group(1), int(match.group(2))
+    if host != _HOST or os.name == "nt":  # (os.kill would end a Windows process)
+        return False  # cleaned only under the lock, so no writer of another host is live
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _remove(path):
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _remove_straggling(path, wait=0.2):
+    """Remove a failed write's folder, again if Zarr's own writer threads re-create it."""
+    _remove(path)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if path.exists():
+            _remove(path)
+
+
+def _fsync(path):
+    with contextlib.suppress(OSError):  # not every OS or file system syncs folders
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _exchange(src, dest):
+    """Atomically swap two existing folders (Linux ``renameat2``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dest), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(dest))
+
+
+def _swap_in(src, dest):
+    """Put the finished folder ``src`` at ``dest``, replacing what is there.
+
+    One atomic exchange where the platform has it; else two renames, and the
+    next writer puts the old folder back if a kill falls between them
+    (:func:`_recover`).
+    """
+    if not dest.exists():
+        os.rename(src, dest)
+    elif _exchange(src, dest):
+        _remove(src)  # now holds the old one
+    else:
+        old = dest.parent / f".{dest.name}.old-{_tag()}"
+        os.rename(dest, old)
+        os.rename(src, dest)
+        _remove(old)
+    _fsync(dest.parent)
+
+
+def _recover(dest):
+    """Repair what a killed writer left beside ``dest``; call with ``dest``'s lock held.
+
+    A kill between the two renames of a replacement leaves ``dest`` missing and
+    the old folder in ``.NAME.old-…``: it is put back. Other leftovers of dead
+    writers are removed.
+    """
+    if not dest.parent.is_dir():
+        return
+    prefix = f".{dest.name}."
+    leftovers = [p for p in dest.parent.iterdir()
+                 if p.name.startswith(prefix) and (".tmp-" in p.name or ".old-" in p.name)
+                 and not _alive(p.name)]
+    olds = sorted((p for p in leftovers if p.name.startswith(prefix + "old-")),
+                  key=lambda p: p.stat().st_mtime)
+    if olds and not dest.exists() and not dest.is_symlink():
+        os.rename(olds[-1], dest)
+        leftovers.remove(olds[-1])
+    for p in leftovers:
+        _remove(p)
+
+
+# ------------------------------------------------------------------ locks
+@contextlib.contextmanager
+def _lock_file(lock_path):
+    """Hold an exclusive lock on ``lock_path``; the file is deleted on release.
+
+    POSIX: ``flock``, re-checked after waking that the file is still the one
+    named ``lock_path`` (a holder deletes it on release), so deleting lock
+    files is safe. Windows: the ``filelock`` package.
+    """
+    if os.name == "nt":  # pragma: no cover
+        from filelock import FileLock
+
+        with FileLock(str(lock_path)):
+            yield
+        return
+    import fcntl  # POSIX only; imported here so the module loads on Windows
+
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # another user's lock file: flock works on a read-only handle
+            fd = os.open(lock_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                named = os.stat(lock_path)
+            except FileNotFoundError:
+                named = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if named is not None and (named.st_ino, named.st_dev) == (held.st_ino, held.st_dev):
+            break
+        os.close(fd)  # the holder before us deleted it: lock the new file
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock_path)
+        os.close(fd)
+
+
+def _lock_path(url):
+    if is_local(url):
+        real = _real(url)
+        return real.parent / f".{real.name}.lock"
+    # No locks on object stores: serialise the writers of this machine at least.
+    digest = hashlib.blake2b(normalise(url).encode(), digest_size=12).hexdigest()
+    folder = Path(tempfile.gettempdir()) / "streamproj-locks"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{digest}.lock"
+
+
+def _make_parents(path):
+    """Create the missing parents of ``path``; returns them, deepest first."""
+    made = []
+    parent = path.parent
+    while not parent.exists():
+        made.append(parent)
+        parent = parent.parent
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return made
+
+
+@contextlib.contextmanager
+def _locked(url, what):
+    made = []
+    try:
+        with contextlib.ExitStack() as stack:
+            with storage_errors(f"the lock of {what} {url}"):
+                if is_local(url):
+                    made = _make_parents(_real(url))
+                stack.enter_context(_lock_file(_lock_path(url)))
+            yield
+    finally:
+        if made and not _real(url).exists():
+            for folder in made:  # folders made for a job that wrote nothing
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+@contextlib.contextmanager
+def model_lock(path):
+    """Hold the model's exclusive lock for a read–merge–write cycle.
+
+    Keyed on the real path (symlinks resolved), so two jobs reaching one model
+    by different names still run one after the other; take it before reading
+    the current version. Leftovers of killed writers are cleaned on entry.
+    """
+    with _locked(path, "model"):
+        if is_local(path):
+            with storage_errors(f"model {path}"):
+                _recover(_real(path))
+                _clean_model(_real(path))
+        yield
+
+
+# ------------------------------------------------------------------- inputs
 def _open_group(url, mode="r", storage_options=None):
     if is_local(url) and not _local_path(url).exists():
         msg = f"no such input: {url}"
@@ -76,11 +420,20 @@ def _open_group(url, mode="r", storage_options=None):
         return zarr.open_group(
             str(_local_path(url)) if is_local(url) else url,
             mode=mode,
-            storage_options=None if is_local(url) else storage_options,
+            storage_options=None if is_local(url) else _storage_options(url, storage_options),
         )
-    except (FileNotFoundError, KeyError, ValueError, TypeError) as exc:
-        msg = f"{url} is not a readable Zarr group ({type(exc).__name__}: {exc})"
+    except FileNotFoundError:
+        msg = f"no Zarr group at {url}"
         raise InputError(msg) from None
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"{url} is not a readable Zarr group (its zarr.json: {type(exc).__name__}: {_short(exc)})"
+        raise InputError(msg) from None
+
+
+def _short(exc):
+    return " ".join(str(exc).split())[:300]
 
 
 def _array(group, url, name, flag):
@@ -93,23 +446,107 @@ def _array(group, url, name, flag):
             f"name the right one with {flag}"
         )
         raise InputError(msg) from None
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"{url}/{name} is not a readable Zarr array (its zarr.json: {type(exc).__name__}: {_short(exc)})"
+        raise InputError(msg) from None
     if not isinstance(arr, zarr.Array):
         msg = f"{url}/{name} is a group, not an array"
         raise InputError(msg)
     return arr
 
 
-def open_input(url, x="X", y="y", require_y=True, storage_options=None):
+class CheckedArray:
+    """A Zarr array whose reads name the array and rows when a chunk cannot be decoded.
+
+    Dask reads it chunk by chunk like the Zarr array it wraps; a corrupt or
+    truncated chunk raises :class:`InputError` instead of a codec traceback.
+    """
+
+    def __init__(self, array, label):
+        self.array, self.label = array, label
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+        self.chunks = array.chunks
+        self._token = uuid.uuid4().hex
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __dask_tokenize__(self):
+        return ("streamproj-checked", self.label, self.shape, str(self.dtype), self._token)
+
+    def __array__(self, dtype=None, copy=None):
+        data = self[...]
+        return data if dtype is None else data.astype(dtype)
+
+    def __getitem__(self, key):
+        try:
+            return self.array[key]
+        except Exception as exc:
+            if not _is_expected(exc):
+                raise
+            rows = _rows_of(key, self.shape[0])
+            msg = (f"{self.label}: rows {rows} cannot be read ({type(exc).__name__}: {_short(exc)}); "
+                   "a chunk file is corrupt or truncated: restore it or rewrite the array")
+            raise InputError(msg) from None
+
+
+def _rows_of(key, n):
+    first = key[0] if isinstance(key, tuple) and key else key
+    if isinstance(first, slice):
+        start, stop, _ = first.indices(n)
+        return f"{start}..{stop - 1}"
+    if isinstance(first, int | np.integer):
+        return str(int(first))
+    return f"0..{n - 1}"
+
+
+def _first_missing_chunk(arr):
+    """Row range of the first chunk (shard) of ``arr`` that has no file, or None."""
+    if arr.nchunks_initialized >= arr.nchunks:
+        return None
+    try:
+        from zarr.core.array import _shards_initialized
+        from zarr.core.sync import sync
+
+        present = set(sync(_shards_initialized(arr._async_array)))
+        keys = list(arr._async_array._iter_shard_keys())
+        coords = list(arr._async_array._iter_shard_coords())
+    except (ImportError, AttributeError):  # zarr internals moved: name no rows
+        return (0, arr.shape[0] - 1)
+    rows = (arr.shards or arr.chunks)[0]
+    for key, coord in zip(keys, coords, strict=True):
+        if key not in present:
+            start = coord[0] * rows
+            return (start, min(start + rows, arr.shape[0]) - 1)
+    return None
+
+
+def _check_chunks(arr, label):
+    missing = _first_missing_chunk(arr)
+    if missing is not None:
+        msg = (f"{label}: the chunk file of rows {missing[0]}..{missing[1]} is missing (deleted, "
+               f"or never written because it held only the fill value {arr.fill_value!r}); "
+               "pass --allow-missing-chunks to read missing chunks as the fill value")
+        raise InputError(msg)
+
+
+def open_input(url, x="X", y="y", require_y=True, storage_options=None,
+               allow_missing_chunks=False):
     """Open the Zarr arrays of an input group lazily.
 
     Returns
     -------
-    X : zarr.Array of shape (n, p)
-    y : zarr.Array of shape (n,) or None when absent and not required
+    X : CheckedArray of shape (n, p)
+    y : CheckedArray of shape (n,) or None when absent and not required
     """
     group = _open_group(url, "r", storage_options)
     X = _array(group, url, x, "--x")
     check_matrix(X, f"{url}/{x}")
+    if X.shape[1] == 0:
+        msg = f"{url}/{x} has no feature columns (shape {X.shape}); it needs at least one"
+        raise InputError(msg)
     labels = None
     if require_y or y in group:
         labels = _array(group, url, y, "--y")
@@ -119,91 +556,365 @@ def open_input(url, x="X", y="y", require_y=True, storage_options=None):
                 f"it has shape {labels.shape}"
             )
             raise InputError(msg)
-    return X, labels
+    if not allow_missing_chunks:
+        try:
+            for arr, name in ((X, x), (labels, y)):
+                if arr is not None:
+                    _check_chunks(arr, f"{url}/{name}")
+        except StreamprojError:
+            raise
+        except Exception as exc:
+            msg = f"cannot list the chunks of {url}: {type(exc).__name__}: {_short(exc)}"
+            raise InputError(msg) from None
+    return (CheckedArray(X, f"{url}/{x}"),
+            None if labels is None else CheckedArray(labels, f"{url}/{y}"))
 
 
 # ------------------------------------------------------------------ outputs
+def _attrs_of(meta_bytes):
+    try:
+        meta = json.loads(meta_bytes)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return meta.get("attributes", {}) if isinstance(meta, dict) else None
+
+
+def _local_kind(dest):
+    """What is at a local output path: absent, empty, streamproj, or foreign."""
+    if not dest.exists() and not dest.is_symlink():
+        return "absent"
+    if not dest.is_dir():
+        return "foreign"
+    entries = list(dest.iterdir())
+    if not entries:
+        return "empty"
+    meta = dest / "zarr.json"
+    if meta.is_file():
+        with contextlib.suppress(OSError):
+            attrs = _attrs_of(meta.read_bytes())
+            if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
+                return "streamproj"
+    return "foreign"
+
+
+def _refuse_foreign(url):
+    msg = (f"{url} exists and is not a streamproj output (no streamproj attributes in its "
+           "zarr.json); --overwrite only replaces a streamproj output or an empty folder, "
+           "so it was left untouched: choose another output")
+    raise OutputExistsError(msg)
+
+
+def _refuse_existing(url):
+    msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it"
+    raise OutputExistsError(msg)
+
+
 @contextlib.contextmanager
 def output_group(url, overwrite=False, attrs=None):
     """A fresh Zarr group that appears at ``url`` only when the block succeeds.
 
-    Local outputs are written to a temporary sibling and renamed into place,
-    so a failure or a kill leaves nothing at the destination. Remote outputs
-    cannot be renamed atomically; they are written in place and marked
-    ``complete`` in their attributes last.
+    ``overwrite`` replaces only a streamproj output or an empty folder. Local
+    outputs are written to a hidden sibling and swapped into place; object-store
+    outputs are written under a new version prefix and the pointer is switched
+    last (see the module docstring).
     """
-    exists = _exists(url)
-    if exists and not overwrite:
-        msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it"
-        raise OutputExistsError(msg)
     if not is_local(url):
-        group = zarr.open_group(url, mode="w")
-        group.attrs.update({**(attrs or {}), "complete": False})
-        yield group
-        group.attrs["complete"] = True
+        with _locked(url, "output"), _remote_output(url, overwrite, attrs) as group:
+            yield group
         return
-    dest = _local_path(url)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}"
+    dest = _real(url)
+    with _locked(url, "output"), storage_errors(f"output {url}"):
+        _recover(dest)
+        kind = _local_kind(dest)
+        if kind == "foreign":
+            _refuse_foreign(url)
+        if kind != "absent" and not overwrite:
+            _refuse_existing(url)
+        tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"
+        guard, group = _WriteGuard(), None
+        try:
+            group = zarr.open_group(str(tmp), mode="w-")
+            group.attrs.update({**(attrs or {}), "complete": False})
+            _GUARDS[id(group)] = guard
+            yield group
+            group.attrs["complete"] = True
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "consolidated metadata is not in the v3 spec"
+                zarr.consolidate_metadata(str(tmp))
+            _swap_in(tmp, dest)
+        finally:
+            guard.close()  # chunk writes still running in other threads end first
+            _GUARDS.pop(id(group), None)
+            if tmp.exists():
+                _remove_straggling(tmp)
+
+
+def _remote_state(fs, root):
+    """``(kind, pointer attrs)`` of an object-store output location."""
     try:
-        group = zarr.open_group(str(tmp), mode="w-")
+        raw = fs.cat_file(f"{root}/zarr.json")
+    except FileNotFoundError:
+        raw = None
+    if raw is None:
+        try:
+            listed = fs.ls(root, detail=False)
+        except FileNotFoundError:
+            listed = []
+        return ("absent" if not listed else "foreign"), None
+    attrs = _attrs_of(raw)
+    if not isinstance(attrs, dict):
+        return "foreign", None
+    pointer = attrs.get(OUTPUT_FORMAT)
+    if isinstance(pointer, dict):
+        return ("pointer" if pointer.get("current") else "unfinished"), pointer
+    if isinstance(attrs.get("streamproj"), dict):
+        return "legacy", None
+    return "foreign", None
+
+
+def _pointer_bytes(current):
+    doc = {"zarr_format": 3, "node_type": "group",
+           "attributes": {OUTPUT_FORMAT: {"format_version": 1, "current": current,
+                                          "switched": timestamp()}}}
+    return json.dumps(doc, indent=2).encode()
+
+
+@contextlib.contextmanager
+def _remote_output(url, overwrite, attrs):
+    fs, root = _fs(url)
+    root = root.rstrip("/")
+    with _remote_errors(f"output {url}"):
+        kind, _ = _remote_state(fs, root)
+        if kind == "foreign":
+            _refuse_foreign(url)
+        if kind in ("pointer", "legacy") and not overwrite:
+            _refuse_existing(url)
+        if kind == "absent":
+            # Claim the prefix first, so that a kill leaves a recognisable, unfinished output.
+            fs.pipe_file(f"{root}/zarr.json", _pointer_bytes(None))
+        version = f"v{_dt.datetime.now(_dt.UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
+        base = str(url).rstrip("/")
+        group = zarr.open_group(f"{base}/{version}", mode="w-",
+                                storage_options=_storage_options(url))
         group.attrs.update({**(attrs or {}), "complete": False})
+    guard = _WriteGuard()
+    _GUARDS[id(group)] = guard
+    try:
         yield group
-        group.attrs["complete"] = True
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "consolidated metadata is not in the v3 spec"
-            zarr.consolidate_metadata(str(tmp))
-        _replace_dir(tmp, dest)
+        guard.close()
+        with _remote_errors(f"output {url}"):
+            group.attrs["complete"] = True
+            previous = _remote_state(fs, root)
+            fs.pipe_file(f"{root}/zarr.json", _pointer_bytes(version))  # the switch
+            keep = {version, "zarr.json"}
+            for entry in fs.ls(root, detail=False):
+                name = entry.rstrip("/").rsplit("/", 1)[-1]
+                if name in keep:
+                    continue
+                if _OUT_VERSION.match(name) and not _stale_remote(fs, entry, name, previous):
+                    continue  # perhaps a live writer elsewhere
+                fs.rm(entry, recursive=True)
+    except BaseException:
+        guard.close()  # chunk writes still running in other threads end first
+        with contextlib.suppress(Exception):
+            _rm_straggling(fs, f"{root}/{version}")
+            if kind == "absent":  # nothing was there: leave nothing
+                fs.rm(f"{root}/zarr.json")
+        raise
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        _GUARDS.pop(id(group), None)
 
 
-def _exists(url):
-    if is_local(url):
-        return _local_path(url).exists()
+def _rm_straggling(fs, path, wait=0.2):
+    """Remove a failed write's prefix, again if Zarr's own writer tasks add to it."""
+    fs.rm(path, recursive=True)
+    time.sleep(wait)
+    fs.invalidate_cache(path)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def _stale_remote(fs, path, name, previous):
+    """A version that the pointer named before the switch, or one older than the stale age."""
+    pointer = previous[1] or {}
+    if pointer.get("current") == name:
+        return True
+    written = _dt.datetime.strptime(name[1:15], "%Y%m%d%H%M%S").replace(tzinfo=_dt.UTC)
+    return (_dt.datetime.now(_dt.UTC) - written).total_seconds() > REMOTE_STALE_SECONDS
+
+
+@contextlib.contextmanager
+def _remote_errors(where):
     try:
-        zarr.open_group(url, mode="r")
-    except (FileNotFoundError, KeyError, ValueError):
-        return False
-    return True
-
-
-def _replace_dir(src, dest):
-    """Move a finished folder to ``dest``, replacing what is there with two renames."""
-    if not dest.exists():
-        os.rename(src, dest)
-        return
-    old = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:8]}"
-    os.rename(dest, old)
-    os.rename(src, dest)
-    shutil.rmtree(old, ignore_errors=True)
+        yield
+    except StreamprojError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise StorageError(_describe_os_error(exc, where)) from None
+        msg = f"cannot write {where}: {type(exc).__name__}: {_short(exc)}"
+        raise StorageError(msg) from None
 
 
 def open_output(url):
-    """Open a projection written by ``streamproj project`` for reading."""
-    group = _open_group(url, "r")
+    """Open a complete projection written by ``streamproj project`` for reading.
+
+    Follows an object-store output's pointer; refuses an output whose writing
+    did not finish.
+    """
+    if is_local(url):
+        dest = _local_path(url)
+        if not dest.exists():
+            real = _real(url)
+            olds = list(real.parent.glob(f".{real.name}.old-*")) if real.parent.is_dir() else []
+            if olds:
+                msg = (f"{url} is missing because its replacement was interrupted; rerun the "
+                       "command that writes it (the old output is restored first)")
+                raise InputError(msg)
+        group = _open_group(url, "r")
+    else:
+        fs, root = _fs(url)
+        try:
+            kind, pointer = _remote_state(fs, root.rstrip("/"))
+        except Exception as exc:
+            if not _is_expected(exc):
+                raise
+            msg = f"cannot read {url}: {type(exc).__name__}: {_short(exc)}"
+            raise InputError(msg) from None
+        if kind == "absent":
+            msg = f"no output at {url}"
+            raise InputError(msg)
+        if kind == "unfinished":
+            msg = (f"{url} is incomplete: the job writing it was interrupted before it "
+                   "finished; rerun that job")
+            raise InputError(msg)
+        if kind == "pointer":
+            url = f"{str(url).rstrip('/')}/{pointer['current']}"
+        group = _open_group(url, "r")
+    attrs = group.attrs.asdict()
+    if not isinstance(attrs.get("streamproj"), dict):
+        msg = f"{url} is not a streamproj projection (no streamproj attributes)"
+        raise InputError(msg)
+    if attrs.get("complete") is not True:
+        msg = (f"{url} is incomplete: the job writing it was interrupted before it finished; "
+               "rerun that job")
+        raise InputError(msg)
     if "coords" not in group:
         msg = f"{url} is not a streamproj projection (no 'coords' array)"
         raise InputError(msg)
     return group
 
 
+class _WriteGuard:
+    """Counts chunk writes in flight, so a failed output is removed only after the last one.
+
+    When one chunk fails, dask's threaded scheduler raises at once while other
+    threads may still be writing (and re-creating folders); removing the
+    temporary output before they finish would leave a half folder behind.
+    """
+
+    def __init__(self):
+        import threading
+
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closed = False
+
+    def __enter__(self):
+        with self._cond:
+            if self._closed:
+                msg = "output closed after a failure"
+                raise RuntimeError(msg)
+            self._active += 1
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def close(self, timeout=120):
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._active == 0, timeout=timeout)
+
+
+_GUARDS = {}
+
+
+class _GuardedArray:
+    """A Zarr array whose writes are counted by a :class:`_WriteGuard` (in this process)."""
+
+    def __init__(self, array, guard):
+        self.array, self.guard = array, guard
+        self.shape, self.dtype, self.ndim, self.chunks = array.shape, array.dtype, array.ndim, array.chunks
+
+    def __setitem__(self, key, value):
+        if self.guard is None:
+            self.array[key] = value
+            return
+        with self.guard:
+            self.array[key] = value
+
+    def __getitem__(self, key):
+        return self.array[key]
+
+    def __getstate__(self):  # on a distributed worker: no guard to share
+        return {"array": self.array, "guard": None}
+
+    def __setstate__(self, state):
+        self.__init__(state["array"], state["guard"])
+
+
 def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):
-    """An array in an output group, with named dimensions (``xarray.open_zarr`` reads them)."""
-    return group.create_array(
+    """An array in an output group, with named dimensions (``xarray.open_zarr`` reads them).
+
+    Every chunk is written, even one equal to the fill value, so a missing
+    chunk file in an output always means damage.
+    """
+    array = group.create_array(
         name,
         shape=shape,
         chunks=chunks,
         dtype=dtype,
         dimension_names=dims,
         attributes=attrs or {},
+        config={"write_empty_chunks": True},
     )
+    guard = _GUARDS.get(id(group))
+    return array if guard is None else _GuardedArray(array, guard)
+
+
+def write_bytes(url, data):
+    """Write a small file (e.g. a figure) to a path or URL, all or nothing.
+
+    Local: a hidden sibling renamed over the destination (parents created).
+    Object store: one PUT.
+    """
+    if not is_local(url):
+        fs, path = _fs(url)
+        with _remote_errors(str(url)):
+            fs.pipe_file(path, bytes(data))
+        return url
+    dest = _local_path(url)
+    with storage_errors(str(url)):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"
+        try:
+            tmp.write_bytes(bytes(data))
+            os.replace(tmp, dest)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return url
 
 
 # --------------------------------------------------------------- boundaries
 def read_boundary(path):
-    """Read ``coef`` and ``intercept`` (and optional ``classes``) from a JSON or NPZ file."""
+    """Read ``coef`` and ``intercept`` (and optional ``classes``) from a JSON or NPZ file.
+
+    Every problem names the boundary file: missing keys, text where numbers
+    belong, ragged or mismatched shapes.
+    """
     path = Path(path)
     if not path.exists():
         msg = f"no boundary file at {path}"
@@ -214,17 +925,41 @@ def read_boundary(path):
                 content = {k: data[k] for k in data.files}
         else:
             content = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        msg = f"{path} is not a readable JSON or NPZ boundary file: {exc}"
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"{path} is not a readable JSON or NPZ boundary file: {_short(exc)}"
         raise InputError(msg) from None
+    if not isinstance(content, dict):
+        msg = f"{path} must hold an object with 'coef' and 'intercept'"
+        raise InputError(msg)
     missing = [k for k in ("coef", "intercept") if k not in content]
     if missing:
         msg = f"{path} lacks {' and '.join(missing)}; a boundary file needs 'coef' and 'intercept'"
         raise InputError(msg)
+    values = {}
+    for key in ("coef", "intercept"):
+        try:
+            values[key] = np.asarray(content[key], dtype=np.float64)
+        except (TypeError, ValueError):
+            msg = f"{path}: {key} must be numbers in a regular array; got {_short(content[key])}"
+            raise InputError(msg) from None
+        if not np.isfinite(values[key]).all():
+            msg = f"{path}: {key} holds NaN or infinite values"
+            raise InputError(msg)
+    coef, intercept = values["coef"], values["intercept"]
+    if coef.ndim not in (1, 2) or coef.size == 0:
+        msg = f"{path}: coef must be a vector (p,) or a matrix (m, p); got shape {coef.shape}"
+        raise InputError(msg)
+    rows = 1 if coef.ndim == 1 else coef.shape[0]
+    if intercept.ndim > 1 or intercept.size != rows:
+        msg = (f"{path}: intercept must hold {rows} number{'s' if rows > 1 else ''} (one per row "
+               f"of coef {coef.shape}); got shape {intercept.shape}")
+        raise InputError(msg)
     classes = content.get("classes")
     return {
-        "coef": np.asarray(content["coef"], dtype=np.float64),
-        "intercept": np.asarray(content["intercept"], dtype=np.float64),
+        "coef": coef,
+        "intercept": intercept.reshape(-1),
         "classes": None if classes is None else np.asarray(classes),
     }
 
@@ -239,81 +974,258 @@ def _json_default(value):
     raise TypeError(msg)
 
 
-def _write_version(folder, meta, stats, solution):
-    folder.mkdir(parents=True)
+def _version_files(meta, stats, solution):
+    """The three files of a model version, as bytes."""
     meta = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, **meta}
-    (folder / "model.json").write_text(json.dumps(meta, indent=2, default=_json_default))
-    stats.save(folder / "stats.npz")
-    with open(folder / "solution.npz", "wb") as f:
-        np.savez(f, **solution)
-    for item in folder.iterdir():
-        _fsync(item)
+    stats_buf, solution_buf = io.BytesIO(), io.BytesIO()
+    np.savez(stats_buf, **stats.to_arrays())
+    np.savez(solution_buf, **solution)
+    return {"model.json": json.dumps(meta, indent=2, default=_json_default).encode(),
+            "stats.npz": stats_buf.getvalue(), "solution.npz": solution_buf.getvalue()}
+
+
+def _write_version(folder, meta, stats, solution):
+    os.mkdir(folder)  # mode 0o777 less the umask, like every other folder the user makes
+    for name, data in _version_files(meta, stats, solution).items():
+        with open(folder / name, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
     _fsync(folder)
 
 
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _version_number(name):
+    return int(name[1:]) if _VERSION.match(name) else -1
+
+
+def _check_pointer(path, name):
+    """The version ``CURRENT`` names, refusing anything but a version folder inside the model."""
+    if not _VERSION.match(name):
+        msg = (f"{path}/{_CURRENT} names {name[:60]!r}, not a version folder of the model "
+               "(vNNNNNN); the model directory is damaged")
+        raise ModelError(msg)
+    return name
 
 
 def _current_version(path):
     pointer = path / _CURRENT
     if not pointer.is_file():
         return None
-    return pointer.read_text().strip()
+    name = pointer.read_text().strip()
+    _check_pointer(path, name)
+    if not (path / name).is_dir():
+        msg = f"{path}/{_CURRENT} names {name}, which is not a folder in the model; the model is damaged"
+        raise ModelError(msg)
+    return name
 
 
-def write_model(path, meta, stats, solution):
-    """Write a model version; returns its name. Old versions beyond the previous one are pruned.
+def _clean_model(path):
+    """Remove staging folders and orphan versions (kills between rename and ``CURRENT``)."""
+    if not path.is_dir() or not (path / _CURRENT).is_file():
+        return
+    try:
+        current = _current_version(path)
+    except ModelError:
+        return  # never delete anything from a model we cannot read
+    number = _version_number(current)
+    for item in path.iterdir():
+        if item.name.startswith(".") and ".tmp-" in item.name and not _alive(item.name):
+            _remove(item)
+        elif _version_number(item.name) > number and item.is_dir():
+            _remove(item)  # an orphan: written, never made current
 
-    The caller holds :func:`model_lock` when the model exists already.
+
+def model_exists(path):
+    """True when ``path`` holds a readable model (no error for a missing one)."""
+    try:
+        read_model(path)
+    except ModelError:
+        return False
+    return True
+
+
+def write_model(path, meta, stats, solution, base=None):
+    """Write a model version; returns its name. Versions but the new one and the previous are pruned.
+
+    The caller holds :func:`model_lock`. ``base``: the version the new one was
+    derived from; if ``CURRENT`` names another by now, nothing is written.
     """
-    path = Path(path)
+    if not is_local(path):
+        return _write_remote_model(path, meta, stats, solution, base)
+    with storage_errors(f"model {path}"):
+        return _write_local_model(_real(path), path, meta, stats, solution, base)
+
+
+def _write_local_model(path, typed, meta, stats, solution, base):
     if path.exists() and not path.is_dir():
-        msg = f"{path} exists and is not a model directory"
+        msg = f"{typed} exists and is not a model directory"
         raise ModelError(msg)
-    if path.exists() and any(path.iterdir()) and _current_version(path) is None:
-        msg = f"{path} exists and is not a streamproj model directory; choose another path"
+    current = _current_version(path) if path.is_dir() else None
+    if path.exists() and current is None and any(path.iterdir()):
+        msg = f"{typed} exists and is not a streamproj model directory; choose another path"
         raise ModelError(msg)
-    if not path.exists() or _current_version(path) is None:
+    if base is not None and current != base:
+        msg = (f"model {typed} moved to version {current} while this job worked from {base}; "
+               "rerun the job")
+        raise ModelError(msg)
+    if current is None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        tmp = path.parent / f".{path.name}.tmp-{_tag()}"
         try:
+            os.mkdir(tmp)
             _write_version(tmp / "v000001", meta, stats, solution)
-            (tmp / _CURRENT).write_text("v000001\n")
-            if path.exists():  # an empty folder (e.g. made for the lock) is replaced
-                path.rmdir()
-            os.rename(tmp, path)
+            _write_pointer(tmp, "v000001")
+            _swap_in(tmp, path)  # an empty folder at path (e.g. made by hand) is replaced
         finally:
             if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+                _remove(tmp)
         return "v000001"
-    current = _current_version(path)
-    number = int(current.lstrip("v")) + 1
+    # Orphans (a kill after their rename, before CURRENT) must not block the next number.
+    number = max(_version_number(p.name) for p in path.iterdir()) + 1
     name = f"v{number:06d}"
-    staging = path / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    staging = path / f".{name}.tmp-{_tag()}"
     try:
         _write_version(staging, meta, stats, solution)
         os.rename(staging, path / name)
     finally:
         if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    pointer_tmp = path / f".{_CURRENT}.tmp-{uuid.uuid4().hex[:8]}"
-    pointer_tmp.write_text(name + "\n")
-    _fsync(pointer_tmp)
-    os.replace(pointer_tmp, path / _CURRENT)
-    _fsync(path)
-    for old in path.glob("v[0-9]*"):
-        if old.name not in (name, current):
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(staging)
+    try:
+        _write_pointer(path, name)
+    except BaseException:
+        _remove(path / name)  # never made current: roll back
+        raise
+    for old in path.iterdir():
+        if _version_number(old.name) >= 0 and old.name not in (name, current):
+            _remove(old)
     return name
 
 
+def _write_pointer(folder, name):
+    pointer_tmp = folder / f".{_CURRENT}.tmp-{_tag()}"
+    with open(pointer_tmp, "w") as f:
+        f.write(name + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(pointer_tmp, folder / _CURRENT)
+    _fsync(folder)
+
+
+def _remote_current(fs, root):
+    try:
+        name = fs.cat_file(f"{root}/{_CURRENT}").decode().strip()
+    except FileNotFoundError:
+        return None
+    return _check_pointer(root, name)
+
+
+def _write_remote_model(url, meta, stats, solution, base):
+    fs, root = _fs(url)
+    root = root.rstrip("/")
+    with _remote_errors(f"model {url}"):
+        current = _remote_current(fs, root)
+        if current is None:
+            try:
+                listed = fs.ls(root, detail=False)
+            except FileNotFoundError:
+                listed = []
+            if listed:
+                msg = f"{url} exists and is not a streamproj model directory; choose another path"
+                raise ModelError(msg)
+        if base is not None and current != base:
+            msg = (f"model {url} moved to version {current} while this job worked from {base}; "
+                   "rerun the job")
+            raise ModelError(msg)
+        names = [e.rstrip("/").rsplit("/", 1)[-1] for e in (fs.ls(root, detail=False) if current else [])]
+        number = max([_version_number(n) for n in names] + [0]) + 1
+        name = f"v{number:06d}"
+        for file, data in _version_files(meta, stats, solution).items():
+            fs.pipe_file(f"{root}/{name}/{file}", data)
+        if _remote_current(fs, root) != current:
+            fs.rm(f"{root}/{name}", recursive=True)
+            msg = f"model {url} was changed by another job while this one wrote; rerun the job"
+            raise ModelError(msg)
+        fs.pipe_file(f"{root}/{_CURRENT}", (name + "\n").encode())  # the switch: one PUT
+        for other in names:
+            n = _version_number(other)
+            if n < 0 or other in (name, current):
+                continue
+            if n < _version_number(current or "v000000") or _old_remote(fs, f"{root}/{other}"):
+                fs.rm(f"{root}/{other}", recursive=True)
+    return name
+
+
+def _old_remote(fs, path):
+    try:
+        files = fs.ls(path, detail=True)
+        newest = max(f.get("LastModified") or f.get("mtime") for f in files)
+    except (FileNotFoundError, ValueError, TypeError):
+        return False
+    if isinstance(newest, _dt.datetime):
+        age = _dt.datetime.now(_dt.UTC) - newest.astimezone(_dt.UTC)
+        return age.total_seconds() > REMOTE_STALE_SECONDS
+    return time.time() - float(newest) > REMOTE_STALE_SECONDS
+
+
+def _model_files(path):
+    """``(version, {file: bytes})`` of the live version of a local or remote model."""
+    if is_local(path):
+        folder = _local_path(path)
+        if not folder.is_dir():
+            msg = f"no model at {path}"
+            raise ModelError(msg)
+        current = _current_version(folder)
+        if current is None:
+            msg = f"{path} is not a streamproj model directory (no {_CURRENT} file)"
+            raise ModelError(msg)
+        read = lambda name: (folder / current / name).read_bytes()  # noqa: E731
+    else:
+        fs, root = _fs(path)
+        root = root.rstrip("/")
+        try:
+            current = _remote_current(fs, root)
+        except ModelError:
+            raise
+        except Exception as exc:
+            if not _is_expected(exc):
+                raise
+            msg = f"cannot read model {path}: {type(exc).__name__}: {_short(exc)}"
+            raise ModelError(msg) from None
+        if current is None:
+            msg = f"no model at {path} (no {_CURRENT} object)"
+            raise ModelError(msg)
+        read = lambda name: fs.cat_file(f"{root}/{current}/{name}")  # noqa: E731
+    files = {}
+    for name in ("model.json", "stats.npz", "solution.npz"):
+        try:
+            files[name] = read(name)
+        except Exception as exc:
+            if not _is_expected(exc):
+                raise
+            msg = f"model {path} (version {current}) is damaged: cannot read {name}: {_short(exc)}"
+            raise ModelError(msg) from None
+    return current, files
+
+
+_SOLUTION_KEYS = ("components", "center", "coef", "intercept", "classes")
+
+
+def _npz(data, where):
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as exc:
+        msg = f"{where} is damaged (truncated or not an NPZ file: {_short(exc) or type(exc).__name__})"
+        raise ModelError(msg) from None
+    except Exception as exc:  # zlib.error and friends of a corrupt member
+        if not _is_expected(exc):
+            raise
+        msg = f"{where} is damaged ({type(exc).__name__}: {_short(exc)})"
+        raise ModelError(msg) from None
+
+
 def read_model(path):
-    """Read the live version of a model directory.
+    """Read the live version of a model directory (local or on an object store).
 
     Returns
     -------
@@ -321,47 +1233,38 @@ def read_model(path):
     stats : ClassStats
     solution : dict of str to ndarray
     """
-    path = Path(path)
-    if not path.is_dir():
-        msg = f"no model at {path}"
-        raise ModelError(msg)
-    current = _current_version(path)
-    if current is None:
-        msg = f"{path} is not a streamproj model directory (no {_CURRENT} file)"
-        raise ModelError(msg)
-    folder = path / current
+    current, files = _model_files(path)
+    where = f"{str(path).rstrip('/')}/{current}"
     try:
-        meta = json.loads((folder / "model.json").read_text())
-        with np.load(folder / "solution.npz", allow_pickle=False) as data:
-            solution = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        msg = f"model {path} (version {current}) is damaged: {exc}"
+        meta = json.loads(files["model.json"])
+    except (ValueError, UnicodeDecodeError) as exc:
+        msg = f"{where}/model.json is damaged: {_short(exc)}"
         raise ModelError(msg) from None
-    if meta.get("format") != MODEL_FORMAT:
-        msg = f"{path} is not a streamproj model (format {meta.get('format')!r})"
+    if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else None
+        msg = f"{path} is not a streamproj model (format {got!r})"
         raise ModelError(msg)
     if meta.get("format_version", 0) > MODEL_FORMAT_VERSION:
         msg = f"model {path} was written by a newer streamproj (format {meta['format_version']}); upgrade streamproj"
         raise ModelError(msg)
-    stats = ClassStats.load(folder / "stats.npz")
+    if not isinstance(meta.get("params"), dict):
+        msg = f"{where}/model.json is damaged: it has no 'params'"
+        raise ModelError(msg)
+    solution = _npz(files["solution.npz"], f"{where}/solution.npz")
+    lacking = [k for k in _SOLUTION_KEYS if k not in solution]
+    if lacking:
+        msg = f"{where}/solution.npz is damaged: it lacks {', '.join(lacking)}"
+        raise ModelError(msg)
+    arrays = _npz(files["stats.npz"], f"{where}/stats.npz")
+    try:
+        stats = ClassStats.from_arrays(arrays)
+    except StreamprojError as exc:
+        msg = f"{where}/stats.npz is damaged: {exc}"
+        raise ModelError(msg) from None
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"{where}/stats.npz is damaged ({type(exc).__name__}: {_short(exc)})"
+        raise ModelError(msg) from None
     meta["version"] = current
     return meta, stats, solution
-
-
-@contextlib.contextmanager
-def model_lock(path):
-    """Hold an exclusive lock on a model for a read–merge–write cycle.
-
-    Two jobs updating one model run one after the other, so neither batch is
-    lost. (POSIX ``flock``: reliable on local disks; on NFS check that locks work.)
-    """
-    path = Path(path)
-    # A sibling file, so the lock is the same before and after the model first exists.
-    lock_path = path.parent / f".{path.name}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -49,12 +49,75 @@ def test_errors_on_the_cluster_are_still_one_line(tmp_path, cluster, capsys):
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    from streamproj import jobs
+    from streamproj import cluster
 
-    monkeypatch.setattr(jobs, "CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", "1s")
     X, y = make_classes(n=100, p=3, seed=42)
     write_zarr(tmp_path / "d.zarr", X, y)
     code = main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m"),
                  "--scheduler", "tcp://127.0.0.1:1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "cannot reach the dask scheduler" in err[0]
+
+
+SLOW_TASKS = """
+import time
+import streamproj.stats as stats
+original = stats.ClassStats.from_rows.__func__
+def slow(cls, *args, **kwargs):
+    time.sleep(0.3)
+    return original(cls, *args, **kwargs)
+stats.ClassStats.from_rows = classmethod(slow)
+"""
+
+
+@pytest.mark.slow
+def test_every_worker_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
+    """Two worker processes (127.0.0.1 only) die mid-pass: one line within [dask] timeout."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    X, y = make_classes(n=3000, p=3, seed=43)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
+    (tmp_path / "slowtasks.py").write_text(SLOW_TASKS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        workers = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                     "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
+                                     "--no-dashboard", "--preload", "slowtasks"],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for _ in range(2)]
+        try:
+            with distributed.Client(address) as watcher:
+                watcher.wait_for_workers(2, timeout=60)
+
+                def kill_when_busy():
+                    while not any(watcher.processing().values()):
+                        threading.Event().wait(0.05)
+                    for w in workers:
+                        w.kill()
+
+                killer = threading.Thread(target=kill_when_busy, daemon=True)
+                killer.start()
+                config = tmp_path / "job.toml"
+                config.write_text(f'[input]\npath = "d.zarr"\n[model]\npath = "m"\n'
+                                  f'[dask]\nscheduler = "{address}"\ntimeout = 2\n')
+                outcome = {}
+                job = threading.Thread(target=lambda: outcome.update(code=main(["run", str(config)])),
+                                       daemon=True)
+                job.start()
+                job.join(timeout=120)  # a guard against the old hang, not a timing assertion
+                assert not job.is_alive(), "the job hung after losing every worker"
+                killer.join(timeout=10)
+        finally:
+            for w in workers:
+                w.kill()
+                w.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in err if line.startswith("streamproj:")]
+    assert outcome["code"] == 2 and len(err) == 1, err
+    assert f"the dask scheduler at {address} had no worker for 2 s" in err[0]
+    assert not (tmp_path / "m").exists()

@@ -1,0 +1,244 @@
+"""Object stores: a real S3-compatible server (moto's server mode) on 127.0.0.1."""
+
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zarr
+from conftest import make_classes, write_zarr
+
+import streamproj as sp
+from streamproj import store
+from streamproj.cli import main
+from streamproj.errors import InputError, ModelError
+
+moto_server = pytest.importorskip("moto.server")
+s3fs = pytest.importorskip("s3fs")
+boto3 = pytest.importorskip("boto3")
+
+BUCKET = "streamproj-test"
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """A moto S3 server on a free port of 127.0.0.1, and the AWS settings that point to it."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    s3fs.S3FileSystem.clear_instance_cache()
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    try:
+        yield env["AWS_ENDPOINT_URL"]
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def bucket(endpoint, request):
+    """A fresh prefix in the bucket for one test."""
+    return f"s3://{BUCKET}/{request.node.name.replace('[', '-').replace(']', '')}"
+
+
+def keys(prefix):
+    fs = s3fs.S3FileSystem()
+    return sorted(fs.find(prefix.replace("s3://", "")))
+
+
+def s3_zarr(url, X, y, chunk_rows=100):
+    group = zarr.open_group(url, mode="w")
+    group.create_array("X", data=X, chunks=(chunk_rows, X.shape[1]))
+    group.create_array("y", data=y, chunks=(chunk_rows,))
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("streamproj: error: ")
+    return err[0]
+
+
+def close(a, b, tol=1e-10):
+    return np.max(np.abs(a - b)) <= tol * np.max(np.abs(b))
+
+
+@pytest.mark.slow
+def test_fit_update_project_with_s3_input_model_and_output(bucket, capsys):
+    X, y = make_classes(n=900, p=4, k=3, seed=50)
+    s3_zarr(f"{bucket}/a.zarr", X[:500], y[:500])
+    s3_zarr(f"{bucket}/b.zarr", X[500:], y[500:])
+    model, out = f"{bucket}/model", f"{bucket}/out.zarr"
+    assert main(["fit", f"{bucket}/a.zarr", "--model", model, "--no-progress"]) == 0
+    assert main(["update", model, f"{bucket}/b.zarr", "--no-progress"]) == 0
+    assert main(["update", model, f"{bucket}/b.zarr", "--no-progress"]) == 0  # nothing new
+    assert "model unchanged" in capsys.readouterr().out
+    got, ref = sp.load(model), sp.BoundaryProjector().fit(X, y)
+    for name in ("coef_", "components_", "center_"):
+        assert close(getattr(got, name), getattr(ref, name)), name
+    assert not os.path.exists("s3:")  # nothing written to a local folder named "s3:"
+    names = keys(model)
+    assert f"{BUCKET}/test_fit_update_project_with_s3_input_model_and_output/model/CURRENT" in names
+    assert len({n.split("/")[-2] for n in names if n.endswith("model.json")}) == 2  # v1 and v2 kept
+    assert main(["project", model, f"{bucket}/b.zarr", "--output", out, "--no-progress"]) == 0
+    group = store.open_output(out)
+    np.testing.assert_allclose(group["coords"][:], got.transform(X[500:]), rtol=1e-12, atol=1e-12)
+    assert main(["info", model]) == 0
+    assert '"n_samples": 900' in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_interrupted_overwrite_leaves_the_old_output_readable(bucket, capsys):
+    X, y = make_classes(n=600, p=3, seed=51)
+    s3_zarr(f"{bucket}/d.zarr", X, y)
+    bad = X.copy()
+    bad[550, 1] = np.inf  # the new pass fails near its end
+    s3_zarr(f"{bucket}/bad.zarr", bad, y)
+    model, out = f"{bucket}/m", f"{bucket}/out.zarr"
+    assert main(["fit", f"{bucket}/d.zarr", "--model", model]) == 0
+    assert main(["project", model, f"{bucket}/d.zarr", "--output", out]) == 0
+    before = store.open_output(out)["coords"][:]
+    assert main(["project", model, f"{bucket}/bad.zarr", "--output", out, "--overwrite"]) == 2
+    assert "row 550" in one_error_line(capsys)
+    np.testing.assert_array_equal(store.open_output(out)["coords"][:], before)
+    fs = s3fs.S3FileSystem()
+    children = [c.rsplit("/", 1)[-1] for c in fs.ls(out.replace("s3://", ""), detail=False)]
+    assert len([c for c in children if c.startswith("v")]) == 1  # the failed version was removed
+    assert main(["project", model, f"{bucket}/bad.zarr", "--output", f"{bucket}/new.zarr"]) == 2
+    one_error_line(capsys)
+    assert keys(f"{bucket}/new.zarr") == []  # a failed first write leaves nothing
+
+
+KILL_S3_PROJECT = """
+import os, sys, time
+import zarr
+original = zarr.Array.__setitem__
+calls = []
+def slow(self, key, value):
+    original(self, key, value)
+    calls.append(1)
+    if len(calls) == 3:
+        print("READY", flush=True); time.sleep(60)
+zarr.Array.__setitem__ = slow
+from streamproj.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+def kill_when_ready(script):
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.strip() == "READY", (line, proc.stderr.read())
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.slow
+def test_killed_overwrite_keeps_the_old_output_and_readers_refuse_an_unfinished_one(bucket, tmp_path,
+                                                                                   capsys):
+    X, y = make_classes(n=600, p=3, seed=52)
+    s3_zarr(f"{bucket}/d.zarr", X, y)
+    s3_zarr(f"{bucket}/d2.zarr", 2 * X, y)
+    model, out, fresh = f"{bucket}/m", f"{bucket}/out.zarr", f"{bucket}/fresh.zarr"
+    assert main(["fit", f"{bucket}/d.zarr", "--model", model]) == 0
+    assert main(["project", model, f"{bucket}/d.zarr", "--output", out]) == 0
+    before = store.open_output(out)["coords"][:]
+    kill_when_ready(KILL_S3_PROJECT.format(
+        argv=["project", model, f"{bucket}/d2.zarr", "--output", out, "--overwrite"]))
+    np.testing.assert_array_equal(store.open_output(out)["coords"][:], before)
+    # a first write killed midway: every reader refuses it with one line
+    kill_when_ready(KILL_S3_PROJECT.format(argv=["project", model, f"{bucket}/d.zarr", "--output", fresh]))
+    with pytest.raises(InputError, match="incomplete"):
+        store.open_output(fresh)
+    assert main(["plot", fresh, "--output", str(tmp_path / "f.png")]) == 2
+    assert "is incomplete" in one_error_line(capsys)
+    assert not (tmp_path / "f.png").exists()
+    # rerunning the commands repairs both
+    assert main(["project", model, f"{bucket}/d.zarr", "--output", fresh]) == 0
+    assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--overwrite"]) == 0
+    np.testing.assert_allclose(store.open_output(out)["coords"][:], sp.load(model).transform(2 * X),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(store.open_output(fresh)["coords"][:], before)
+
+
+def test_overwrite_refuses_a_foreign_s3_prefix(bucket, capsys):
+    X, y = make_classes(n=300, p=3, seed=53)
+    s3_zarr(f"{bucket}/d.zarr", X, y)
+    fs = s3fs.S3FileSystem()
+    fs.pipe_file(f"{bucket}/thesis/chapter1.tex".replace("s3://", ""), b"precious")
+    assert main(["fit", f"{bucket}/d.zarr", "--model", f"{bucket}/m"]) == 0
+    assert main(["project", f"{bucket}/m", f"{bucket}/d.zarr", "--output", f"{bucket}/thesis",
+                 "--overwrite"]) == 2
+    assert "is not a streamproj output" in one_error_line(capsys)
+    assert fs.cat_file(f"{bucket}/thesis/chapter1.tex".replace("s3://", "")) == b"precious"
+    assert main(["fit", f"{bucket}/d.zarr", "--model", f"{bucket}/thesis", "--overwrite"]) == 2
+    assert "thesis" in one_error_line(capsys)
+    assert keys(f"{bucket}/thesis") == [f"{BUCKET}/test_overwrite_refuses_a_foreign_s3_prefix/thesis/chapter1.tex"]
+
+
+def test_s3_overlap_and_urls_spelled_differently(bucket, capsys):
+    X, y = make_classes(n=300, p=3, seed=54)
+    s3_zarr(f"{bucket}/d.zarr", X, y)
+    assert main(["fit", f"{bucket}/d.zarr", "--model", f"{bucket}//d.zarr/model/"]) == 2
+    assert "overlap" in one_error_line(capsys)
+    assert keys(f"{bucket}/d.zarr/model") == []
+
+
+def test_s3_model_orphan_version_is_skipped_and_pointer_is_checked(bucket, capsys):
+    X, y = make_classes(n=400, p=3, seed=55)
+    s3_zarr(f"{bucket}/a.zarr", X[:200], y[:200])
+    s3_zarr(f"{bucket}/b.zarr", X[200:], y[200:])
+    model = f"{bucket}/m"
+    assert main(["fit", f"{bucket}/a.zarr", "--model", model]) == 0
+    fs = s3fs.S3FileSystem()
+    root = model.replace("s3://", "")
+    fs.copy(f"{root}/v000001", f"{root}/v000002", recursive=True)  # a killed writer's orphan
+    assert main(["update", model, f"{bucket}/b.zarr"]) == 0
+    assert "(v000003)" in capsys.readouterr().out
+    assert sp.load(model).stats_.n_samples == 400
+    fs.pipe_file(f"{root}/CURRENT", b"../../elsewhere\n")
+    with pytest.raises(ModelError, match="not a version folder"):
+        sp.load(model)
+
+
+def test_unreachable_endpoint_is_one_line_and_quick(endpoint, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        start = time.monotonic()
+        code = main(["fit", f"s3://{BUCKET}/d.zarr", "--model", str(tmp_path / "m")])
+        line = one_error_line(capsys)
+        took = time.monotonic() - start
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+    assert code == 2 and "s3://streamproj-test/d.zarr" in line, line
+    assert took < 120  # a guard against the old multi-minute retries, not a timing assertion
+    assert not (tmp_path / "m").exists()
+
+
+def test_plot_to_a_url_is_refused_and_writes_nothing_local(bucket, tmp_path, capsys, monkeypatch):
+    X, y = make_classes(n=300, p=3, seed=56)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    assert main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "d.zarr"), "--output",
+                 str(tmp_path / "o.zarr")]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", str(tmp_path / "o.zarr"), "--output", f"{bucket}/fig.png"]) == 2
+    assert "local files only" in one_error_line(capsys)
+    assert not (tmp_path / "s3:").exists()
+    store.write_bytes(f"{bucket}/fig.png", b"\x89PNG data")  # the helper plot can call
+    assert s3fs.S3FileSystem().cat_file(f"{bucket}/fig.png".replace("s3://", "")) == b"\x89PNG data"

@@ -1,0 +1,386 @@
+"""Nothing the user owns is ever lost: each case through the command line.
+
+Every refusal is exit status 2 with one line on stderr, and the user's files
+are bit-identical afterwards (a digest of the whole folder before and after).
+"""
+
+import errno
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import zarr
+from conftest import make_classes, write_zarr
+
+import streamproj as sp
+from streamproj import store
+from streamproj.cli import main
+
+
+def run(*argv):
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as exc:
+        return exc.code
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("streamproj: error: ")
+    return err[0]
+
+
+def tree(path):
+    """Digest of names, bytes and modes of everything under ``path``."""
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for name in sorted(files) + dirs:
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, path).encode())
+            h.update(str(os.lstat(full).st_mode).encode())
+            if os.path.isfile(full) and not os.path.islink(full):
+                with open(full, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """Input data, a fitted model and a projection, in a folder of their own."""
+    X, y = make_classes(n=300, p=3, seed=70)
+    d = tmp_path / "work"
+    d.mkdir()
+    write_zarr(d / "d.zarr", X, y, chunk_rows=100)
+    assert run("fit", d / "d.zarr", "--model", d / "m") == 0
+    assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr") == 0
+    return d, X, y
+
+
+def refused(capsys, root, *argv, match):
+    before = tree(root)
+    assert run(*argv) == 2
+    line = one_error_line(capsys)
+    assert match in line, line
+    assert tree(root) == before
+    return line
+
+
+# ------------------------------------------------------------ 1. --overwrite
+def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup, capsys, tmp_path):
+    d, *_ = setup
+    thesis = tmp_path / "thesis"
+    (thesis / "chapters").mkdir(parents=True)
+    (thesis / "chapters" / "one.tex").write_text("years of work")
+    (thesis / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", thesis, "--overwrite",
+            match="is not a streamproj output")
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", thesis, "--overwrite",
+            match="is not a streamproj model directory")
+    (tmp_path / "notes.txt").write_text("a file")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", tmp_path / "notes.txt",
+            "--overwrite", match="is not a streamproj output")
+    # an empty folder and a streamproj output are replaced
+    (tmp_path / "empty").mkdir()
+    assert run("project", d / "m", d / "d.zarr", "--output", tmp_path / "empty", "--overwrite") == 0
+    assert store.open_output(tmp_path / "empty")["coords"].shape == (300, 2)
+
+
+def test_a_config_pointing_output_at_home_is_refused(setup, capsys, tmp_path, monkeypatch):
+    d, *_ = setup
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / "Documents" / "cv.pdf").write_bytes(b"%PDF precious")
+    monkeypatch.setenv("HOME", str(home))
+    config = d / "job.toml"
+    config.write_text('[input]\npath = "d.zarr"\n[model]\npath = "m"\n'
+                      '[output]\npath = "~"\noverwrite = true\n')
+    refused(capsys, tmp_path, "run", config, match="is not a streamproj output")
+
+
+# ---------------------------------------------------------------- 2. overlap
+@pytest.mark.parametrize("where", ["same", "inside", "contains"])
+def test_output_overlapping_the_input_is_refused(setup, capsys, tmp_path, where):
+    d, *_ = setup
+    out = {"same": d / "d.zarr", "inside": d / "d.zarr" / "coords", "contains": d}[where]
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", out, "--overwrite",
+            match="must not overlap")
+
+
+def test_model_overlapping_input_or_output_is_refused(setup, capsys, tmp_path):
+    d, *_ = setup
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "d.zarr" / "model",
+            match="must not overlap")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "m",
+            "--overwrite", match="must not overlap")
+    os.symlink(d / "d.zarr", tmp_path / "alias.zarr")  # the same folder by another name
+    refused(capsys, tmp_path, "project", d / "m", tmp_path / "alias.zarr", "--output",
+            d / "d.zarr", "--overwrite", match="must not overlap")
+
+
+def test_run_config_overlap_names_the_file_and_keys(setup, capsys, tmp_path):
+    d, *_ = setup
+    config = d / "job.toml"
+    config.write_text('[input]\npath = "d.zarr"\n[model]\npath = "m"\n'
+                      '[output]\npath = "d.zarr"\noverwrite = true\n')
+    line = refused(capsys, tmp_path, "run", config, match="must not overlap")
+    assert "job.toml" in line and "[input] path" in line and "[output] path" in line
+
+
+# ----------------------------------------------------- 5. lock on the real path
+def test_the_lock_is_keyed_on_the_real_path(tmp_path):
+    (tmp_path / "m").mkdir()
+    os.symlink(tmp_path / "m", tmp_path / "link")
+    assert store._lock_path(tmp_path / "link") == store._lock_path(tmp_path / "m")
+
+
+@pytest.mark.slow
+def test_updates_through_a_symlink_and_the_path_lose_no_batch(tmp_path):
+    X, y = make_classes(n=900, p=3, seed=71)
+    for i, rows in enumerate((slice(0, 300), slice(300, 600), slice(600, 900))):
+        write_zarr(tmp_path / f"{i}.zarr", X[rows], y[rows], chunk_rows=100)
+    assert run("fit", tmp_path / "0.zarr", "--model", tmp_path / "m") == 0
+    os.symlink(tmp_path / "m", tmp_path / "link")
+    procs = [subprocess.Popen([sys.executable, "-m", "streamproj", "update", str(tmp_path / model),
+                               str(tmp_path / f"{i}.zarr"), "--no-progress"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for model, i in (("m", 1), ("link", 2))]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert sp.load(tmp_path / "m").stats_.n_samples == 900
+    assert not (tmp_path / ".m.lock").exists() and not (tmp_path / ".link.lock").exists()
+
+
+# ------------------------------------------------------ 6. orphans and CURRENT
+def test_an_orphan_version_does_not_wedge_the_model(setup, capsys, tmp_path):
+    import shutil
+
+    d, X, y = setup
+    shutil.copytree(d / "m" / "v000001", d / "m" / "v000002")  # renamed, CURRENT never switched
+    write_zarr(d / "more.zarr", X[:50] + 1.0, y[:50])
+    assert run("update", d / "m", d / "more.zarr") == 0  # the orphan is removed, its number reused
+    assert "(v000002)" in capsys.readouterr().out
+    assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000001", "v000002"]
+    assert sp.load(d / "m").stats_.n_samples == 350
+    shutil.copytree(d / "m" / "v000002", d / "m" / "v000009")
+    assert run("fit", d / "d.zarr", "--model", d / "m", "--overwrite") == 0
+    assert "(v000003)" in capsys.readouterr().out
+    assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000002", "v000003"]
+
+
+@pytest.mark.parametrize("pointer", ["../../etc", "/tmp/elsewhere", "v000007"])
+def test_current_may_only_name_a_version_inside_the_model(setup, capsys, tmp_path, pointer):
+    d, *_ = setup
+    (d / "m" / "CURRENT").write_text(pointer + "\n")
+    refused(capsys, tmp_path, "info", d / "m", match="CURRENT")
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m", "--overwrite", match="CURRENT")
+
+
+# ----------------------------------------------------------- 8. leftovers
+def test_stale_leftovers_are_cleaned_but_not_those_of_a_live_writer(setup, capsys):
+    d, *_ = setup
+    host = store._HOST
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = f"{host}-99999999-0123abcd"
+        live = f"{host}-{sleeper.pid}-0123abcd"
+        for name in (f".m.tmp-{dead}", f".o.zarr.tmp-{dead}", f".o.zarr.old-{dead}",
+                     f".o.zarr.tmp-{live}", f".m.tmp-{live}"):
+            (d / name).mkdir()
+            (d / name / "junk").write_bytes(b"x" * 1000)
+        (d / "m" / f".v000002.tmp-{dead}").mkdir()
+        (d / ".m.lock").write_text("")  # left by a killed job
+        write_zarr(d / "more.zarr", *make_classes(n=40, p=3, seed=72))
+        assert run("update", d / "m", d / "more.zarr") == 0
+        assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
+        hidden = sorted(p.name for p in d.iterdir() if p.name.startswith("."))
+        assert hidden == sorted([f".m.tmp-{live}", f".o.zarr.tmp-{live}"])
+        assert not [p for p in (d / "m").iterdir() if p.name.startswith(".")]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_failed_fit_leaves_no_lock_file_and_no_folders(tmp_path, capsys):
+    X, y = make_classes(n=100, p=3, seed=73)
+    X[5, 0] = np.nan
+    write_zarr(tmp_path / "bad.zarr", X, y)
+    assert run("fit", tmp_path / "bad.zarr", "--model", tmp_path / "new" / "sub" / "m") == 2
+    one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.zarr"]
+
+
+# -------------------------------------------------------- 9. missing chunks
+def test_a_missing_chunk_is_an_error_naming_its_rows(setup, capsys, tmp_path):
+    d, X, y = setup
+    os.remove(d / "d.zarr" / "X" / "c" / "1" / "0")
+    line = refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m2",
+                   match="d.zarr/X: the chunk file of rows 100..199 is missing")
+    assert "--allow-missing-chunks" in line
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o2.zarr",
+            match="rows 100..199")
+    assert run("fit", d / "d.zarr", "--model", d / "m2", "--allow-missing-chunks") == 0
+
+
+# ------------------------------------------------------ one-line errors
+def test_zero_feature_columns(tmp_path, capsys):
+    group = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    group.create_array("X", shape=(10, 0), dtype="f8", chunks=(5, 1))
+    group.create_array("y", data=np.arange(10) % 2, chunks=(5,))
+    refused(capsys, tmp_path, "fit", tmp_path / "d.zarr", "--model", tmp_path / "m",
+            match="d.zarr/X has no feature columns")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_corrupt_chunk_names_the_array_and_rows(setup, capsys, tmp_path, damage):
+    d, *_ = setup
+    chunk = d / "d.zarr" / "X" / "c" / "2" / "0"
+    data = chunk.read_bytes()
+    chunk.write_bytes(b"\x00garbage" * 20 if damage == "garbage" else data[: len(data) // 2])
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m2",
+            match="d.zarr/X: rows 200..299 cannot be read")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o2.zarr",
+            match="rows 200..299 cannot be read")
+
+
+@pytest.mark.parametrize("which", ["group", "array"])
+def test_a_corrupt_zarr_json(setup, capsys, tmp_path, which):
+    d, *_ = setup
+    meta = d / "d.zarr" / ("zarr.json" if which == "group" else "X/zarr.json")
+    meta.write_text(meta.read_text()[:40])
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m2",
+            match="is not a readable Zarr")
+
+
+@pytest.mark.parametrize(("file", "damage", "message"), [
+    ("stats.npz", "truncate", "stats.npz is damaged"),
+    ("solution.npz", "truncate", "solution.npz is damaged"),
+    ("solution.npz", "drop", "solution.npz is damaged: it lacks center"),
+    ("stats.npz", "drop", "stats.npz is damaged"),
+    ("model.json", "truncate", "model.json is damaged"),
+])
+def test_a_damaged_model_file(setup, capsys, tmp_path, file, damage, message):
+    d, *_ = setup
+    path = d / "m" / "v000001" / file
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        with np.load(path) as data:
+            content = {k: data[k] for k in data.files}
+        content.pop("center" if file == "solution.npz" else sorted(content)[-1])
+        with open(path, "wb") as f:
+            np.savez(f, **content)
+    for argv in (["info", d / "m"], ["update", d / "m", d / "d.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "o2.zarr"]):
+        refused(capsys, tmp_path, *argv, match=message)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"coef": [["a", "b", "c"]], "intercept": [0]}', "b.json: coef must be numbers"),
+    ('{"coef": [[1, 2, 3], [1, 2]], "intercept": [0, 1]}', "b.json: coef must be numbers"),
+    ('{"coef": [[1, 2, 3]], "intercept": [0, 1]}', "b.json: intercept must hold 1 number"),
+    ('{"coef": [[[1, 2, 3]]], "intercept": [0]}', "b.json: coef must be a vector"),
+    ('{"coef": [1, 2], "intercept": 0}', "b.json: the boundary has 2 coefficients"),
+    ('[1, 2, 3]', "b.json must hold an object"),
+])
+def test_a_bad_boundary_file_is_named(setup, capsys, tmp_path, content, message):
+    d, *_ = setup
+    (d / "b.json").write_text(content)
+    line = refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m2", "--boundary",
+                   d / "b.json", match=message)
+    assert "d.zarr" not in line.split("b.json")[0]
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.ENOSPC])
+def test_unwritable_places_say_which_path(setup, capsys, tmp_path, monkeypatch, code):
+    d, X, y = setup
+    import zarr.storage._local as local
+
+    write_zarr(d / "more.zarr", X[:30] + 1, y[:30])
+
+    def put(path, value, exclusive=False):
+        raise OSError(code, os.strerror(code), str(path))
+
+    real_open = open
+
+    def open_(file, mode="r", *args, **kwargs):
+        if "w" in mode:
+            raise OSError(code, os.strerror(code), str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(local, "_put", put)
+    monkeypatch.setattr(store, "open", open_, raising=False)
+    local_before = tree(tmp_path)
+    for argv, where in ((["update", d / "m", d / "more.zarr"], "model"),
+                        (["project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite"],
+                         "output")):
+        assert run(*argv) == 2
+        line = one_error_line(capsys)
+        assert f"cannot write {where}" in line and os.strerror(code) in line and str(d) in line, line
+        assert tree(tmp_path) == local_before
+
+
+def test_info_into_a_closed_pipe_exits_quietly(setup):
+    d, *_ = setup
+    proc = subprocess.Popen([sys.executable, "-m", "streamproj", "info", str(d / "m")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # like `| head` that has read enough
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0
+    assert err == b""
+
+
+def test_plot_into_a_missing_folder_creates_it_and_never_clobbers_a_non_image(setup, capsys, tmp_path):
+    d, *_ = setup
+    figure = tmp_path / "figs" / "new" / "p.png"
+    assert run("plot", d / "o.zarr", "--output", figure) == 0
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert run("plot", d / "o.zarr", "--output", figure) == 0  # an image is replaced
+    (tmp_path / "paper.tex").write_text("\\documentclass")
+    refused(capsys, tmp_path, "plot", d / "o.zarr", "--output", tmp_path / "paper.tex",
+            match="is not an image")
+
+
+def test_slurm_config_without_slurm_is_one_quick_line(capsys, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    config = Path(__file__).resolve().parents[1] / "configs" / "slurm.toml"
+    assert run("run", config) == 2
+    line = one_error_line(capsys)
+    assert "slurm.toml" in line and "SLURM is not installed" in line and "sbatch" in line
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_model_directory_follows_the_umask(tmp_path, umask):
+    X, y = make_classes(n=100, p=3, seed=74)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    old = os.umask(umask)
+    try:
+        assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 0
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "m", tmp_path / "m" / "v000001"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask, path
+
+
+def test_config_output_directory_is_created_like_fit(setup, tmp_path):
+    d, *_ = setup
+    config = d / "job.toml"
+    config.write_text(textwrap.dedent("""
+        [input]
+        path = "d.zarr"
+        [model]
+        path = "m"
+        [output]
+        path = "deep/er/o.zarr"
+    """))
+    assert run("run", config) == 0
+    assert store.open_output(d / "deep" / "er" / "o.zarr")["coords"].shape == (300, 2)
