@@ -229,6 +229,17 @@ def test_a_missing_chunk_is_an_error_naming_its_rows(setup, capsys, tmp_path):
     assert run("fit", d / "d.zarr", "--model", d / "m2", "--allow-missing-chunks") == 0
 
 
+def test_class_sorted_labels_whose_chunks_zarr_skipped_fit(tmp_path, capsys):
+    """zarr writes no chunk that holds only the fill value: a run of label 0 must still fit."""
+    rng = np.random.default_rng(5)
+    y = np.repeat([0, 1], 300)
+    X = rng.normal(size=(600, 3)) + 2.0 * y[:, None]
+    write_zarr(tmp_path / "sorted.zarr", X, y)
+    assert not (tmp_path / "sorted.zarr" / "y" / "c" / "0").exists()  # never written
+    assert run("fit", tmp_path / "sorted.zarr", "--model", tmp_path / "m") == 0
+    assert sp.load(tmp_path / "m").stats_.counts.tolist() == [300, 300]
+
+
 # ------------------------------------------------------ one-line errors
 def test_zero_feature_columns(tmp_path, capsys):
     group = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
