@@ -148,7 +148,8 @@ class BoundaryProjector:
     def partial_fit(self, X, y):
         """Merge more rows into the summaries (one pass over them only) and solve again.
 
-        A batch merged before is not counted twice (a DuplicateBatchWarning says so).
+        Every row given is counted, as in scikit-learn: the same rows given
+        twice count twice (the model directory's ledger guards stored sources).
         """
         self._validate_params()
         if hasattr(self, "stats_") and hasattr(X, "shape") and len(X.shape) == 2:
@@ -193,6 +194,8 @@ class BoundaryProjector:
                 "scalings_": result.scalings,
             }
             classes = stats.classes
+            mean_distance = result.mean_decision[0] / np.linalg.norm(coef)
+            lda_result = result if stats.n_classes > 2 else None
         else:
             coef, intercept, given, _ = _external_boundary(self.boundary)
             if coef.shape[1] != p:
@@ -209,11 +212,13 @@ class BoundaryProjector:
                 raise InputError(msg)
             basis = solvers.boundary_basis(coef)
             fitted = {}
+            mean_distance = lda_result = None
         if coef.shape[0] == 1:
             w, b = solvers.unit_boundary(coef, intercept)
         else:
             w = b = None
-        center, scatter = solvers.projection_center(stats, w, b, self.center)
+        center, scatter = solvers.projection_center(stats, w, b, self.center,
+                                                    mean_distance if w is not None else None)
         V = solvers.boundary_axes(basis, scatter, self.n_components)
         for name in ("priors_", "means_", "covariance_", "scalings_"):
             if hasattr(self, name):
@@ -226,6 +231,20 @@ class BoundaryProjector:
         self.components_ = V.T
         self.center_ = center
         self.n_features_in_ = p
+        self._set_centred_scores(stats, lda_result)
+
+    def _set_centred_scores(self, stats, lda_result=None):
+        """The fitted centred form of the decisions (see :func:`solvers.centred_scores`).
+
+        ``_score_center_``, ``_score_coef_``, ``_score_offset_`` give
+        :meth:`_scores`; ``_decision_offset_`` gives :meth:`decision_function`.
+        All derive from ``coef_``, ``intercept_``, ``center_`` and the LDA
+        solution of ``stats_``, so they are recomputed on load, not stored.
+        """
+        one = self.coef_.shape[0] == 1
+        (self._score_center_, self._score_coef_, self._score_offset_,
+         self._decision_offset_) = solvers.centred_scores(
+            self.coef_, self.intercept_, self.center_ if one else stats.mean, lda_result)
 
     # ------------------------------------------------------------ applying
     def _check_fitted(self):
@@ -254,29 +273,33 @@ class BoundaryProjector:
             return project_blocks(X, self.center_, self.components_)
         return np.subtract(X, self.center_, dtype=np.float64) @ self.components_.T
 
-    def _binary_decision(self, X):
-        # coef·x + b = coef·(x - c) for a centre c on the hyperplane; the centred
-        # form keeps its digits when the data sit far from the origin.
-        centred = X - self.center_ if isinstance(X, da.Array) else np.subtract(X, self.center_, dtype=np.float64)
-        return centred @ self.coef_[0]
+    def _centred(self, X):
+        """``X - _score_center_`` in float64 (lazy for dask)."""
+        if isinstance(X, da.Array):
+            return X - self._score_center_
+        return np.subtract(X, self._score_center_, dtype=np.float64)
+
+    def _scores(self, X):
+        """Scores fit for argmax/softmax, in centred form: (n,) for one boundary, else (n, K).
+
+        ``X`` is validated rows (numpy, or dask for a lazy result). For K > 2
+        the scores differ from :meth:`decision_function` by a per-row constant
+        only, which keeps their differences exact far from the origin.
+        """
+        scores = self._centred(X) @ self._score_coef_.T + self._score_offset_
+        return scores[:, 0] if self._score_coef_.shape[0] == 1 else scores
 
     def decision_function(self, X):
-        """``X @ coef_.T + intercept_``: shape (n,) for two classes, (n, K) otherwise."""
+        """``X @ coef_.T + intercept_`` (computed in centred form): (n,) for two classes, else (n, K)."""
         self._check_fitted()
         X = self._rows(X)
-        if self.coef_.shape[0] == 1:
-            return self._binary_decision(X)
-        if isinstance(X, da.Array):
-            return X.astype(np.float64) @ self.coef_.T + self.intercept_
-        return solvers.linear_decision(self.coef_, self.intercept_, X.astype(np.float64))
+        scores = self._centred(X) @ self.coef_.T + self._decision_offset_
+        return scores[:, 0] if self.coef_.shape[0] == 1 else scores
 
     def predict(self, X):
         """Predicted class labels."""
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            index = (scores > 0).astype(np.intp)
-        else:
-            index = scores.argmax(axis=1)
+        self._check_fitted()
+        index = solvers.scores_to_index(self._scores(self._rows(X)))
         if isinstance(index, da.Array):
             return index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
         return self.classes_.take(index)
@@ -396,10 +419,12 @@ class BoundaryProjector:
         model.components_ = solution["components"]
         model.center_ = solution["center"]
         model.n_features_in_ = stats.n_features
+        result = None
         if params.get("boundary") is None:
             result = solvers.lda(stats, model.shrinkage, model.priors)
             model.priors_, model.means_ = result.priors, result.means
             model.covariance_, model.scalings_ = result.covariance, result.scalings
+        model._set_centred_scores(stats, result if stats.n_classes > 2 else None)
         model.meta_ = meta
         return model
 

@@ -7,7 +7,6 @@ the command line stays a thin parser around these functions.
 
 import contextlib
 import hashlib
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ from scipy.linalg import subspace_angles
 
 from . import store
 from .errors import (
-    DuplicateBatchWarning,
     IncompatibleStatsError,
     InputError,
     ModelError,
@@ -25,7 +23,7 @@ from .errors import (
 )
 from .estimator import BoundaryProjector, load
 from .passes import accumulate, as_dask_labels, as_dask_rows, project_blocks, store_projection
-from .solvers import validate_shrinkage
+from .solvers import scores_to_index, validate_shrinkage
 
 __all__ = [
     "dask_cluster",
@@ -73,15 +71,16 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
     """
     X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
     coords = project_blocks(X, model.center_, model.components_, names[0])
-    coef, intercept = model.coef_, model.intercept_
+    coef = model.coef_
     if coef.shape[0] == 1:
         # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
         decision = coords[:, 0] * np.linalg.norm(coef)
         index = (decision > 0).astype(np.intp)
         decision_dims = ("row",)
     else:
-        decision = X.astype(np.float64) @ coef.T + intercept
-        index = decision.argmax(axis=1)
+        # Centred forms: X @ coef.T + intercept itself cancels digits far from the origin.
+        decision = model.decision_function(X)
+        index = scores_to_index(model._scores(X))
         decision_dims = ("row", "class")
     classes = np.asarray(model.classes_)
     predicted = index.map_blocks(classes.take, dtype=classes.dtype)
@@ -259,16 +258,8 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
             batch = accumulate(rows[start:], labels[start:], old.summary_detail(), progress=progress,
                                row_offset=start, names=names)
         new = BoundaryProjector.from_saved(meta, stats, solution)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", DuplicateBatchWarning)
-            with _context(str(input_url)):
-                new.partial_fit_stats(batch)
-        duplicate = any(issubclass(w.category, DuplicateBatchWarning) for w in caught)
-        if duplicate:
-            return {"status": "unchanged", "model": str(model_path), "version": meta["version"],
-                    "rows_added": 0,
-                    "message": f"{input_url}: these {n_new} rows are identical to a batch merged "
-                               "before; not counted twice, model unchanged"}
+        with _context(str(input_url)):
+            new.partial_fit_stats(batch)
         added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
         drift = _drift(old, new)
         entry = {**key, "rows": int(X.shape[0]), "edges": _edge_fingerprint(X, Y, X.shape[0]),

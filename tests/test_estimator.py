@@ -157,12 +157,12 @@ def test_results_do_not_depend_on_chunking(chunk_rows):
     assert_same_model(m, ref)
 
 
-def test_refitting_the_same_batch_does_not_double_count():
+def test_partial_fit_counts_every_row_it_is_given():
     X, y = make_classes(n=300, p=3, seed=18)
     m = sp.BoundaryProjector().fit(X, y)
-    with pytest.warns(sp.DuplicateBatchWarning):
-        m.partial_fit(X, y)
-    assert m.stats_.n_samples == 300
+    m.partial_fit(X, y)  # as scikit-learn: the same rows again count again
+    assert m.stats_.n_samples == 600
+    np.testing.assert_array_equal(m.stats_.counts, 2 * np.bincount(y))
 
 
 def test_inputs_numpy_dask_zarr_agree(tmp_path):
