@@ -202,8 +202,10 @@ def _drift(old, new):
     """How far an update moved the model: normal angle and principal angles, in degrees."""
     out = {}
     if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
-        cos = float(np.clip(old.components_[0] @ new.components_[0], -1.0, 1.0))
-        out["normal_angle_deg"] = float(np.degrees(np.arccos(cos)))
+        # atan2(sine, cosine): arccos of a cosine near 1 loses half the digits of a small angle.
+        u, v = old.components_[0], new.components_[0]
+        cos = float(u @ v)
+        out["normal_angle_deg"] = float(np.degrees(np.arctan2(np.linalg.norm(u - cos * v), cos)))
     elif old.coef_.shape[0] == new.coef_.shape[0]:
         r = min(old.coef_.shape[0] - 1, old.components_.shape[0])
         angles = subspace_angles(old.components_[:r].T, new.components_[:r].T)
