@@ -186,3 +186,23 @@ def test_single_class_is_refused():
 def test_n_components_bounds():
     with pytest.raises(InputError, match="between 1 and the number of features"):
         solvers.boundary_axes(np.eye(3)[:, :1], np.eye(3), 4)
+
+
+def test_qda_ddof_one_uses_the_unbiased_class_covariances():
+    X, y = make_classes(n=300, p=3, k=2, seed=10)
+    s = stats_of(X, y, "per_class")
+    for k in (0, 1):
+        np.testing.assert_allclose(s.covariances(ddof=1)[k], np.cov(X[y == k].T), rtol=1e-12)
+        np.testing.assert_allclose(s.covariances()[k], np.cov(X[y == k].T, ddof=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("detail", ["per_class", "fourth"])
+def test_per_class_summaries_far_from_zero_merge_exactly(detail):
+    from conftest import offset_classes, two_pass
+
+    X, y = offset_classes(n=2000, p=3, k=3, offset=1e8, seed=11)
+    s = stats_of(X, y, detail, size=67)
+    ref = two_pass(X, y)
+    scale = np.max(np.abs(ref["scatter"]))
+    assert np.max(np.abs(s.class_scatter - ref["scatter"])) <= 1e-10 * scale
+    assert np.max(np.abs(s.deviations(ref["shift"]) - ref["centred_means"])) <= 1e-12
