@@ -234,10 +234,6 @@ def _check_classes(stats, needed="a boundary"):
         raise InputError(msg)
 
 
-def _feature_label(j):
-    return f"feature {j}"
-
-
 def _scaled_factor(cov, what, advice):
     """Cholesky factor of the correlation form of ``cov``, deciding singularity scale-invariantly.
 
@@ -264,7 +260,7 @@ def _scaled_factor(cov, what, advice):
     constant = np.flatnonzero(~(diag > 0))
     if constant.size:
         msg = (
-            f"{what} is singular: {_feature_label(int(constant[0]))} has no variance "
+            f"{what} is singular: feature {int(constant[0])} has no variance "
             f"({constant.size} such feature(s) of {cov.shape[0]}); {advice}"
         )
         raise SingularScatterError(msg)

@@ -1,5 +1,7 @@
 """Property-based tests of the summaries: any split, any merge tree, any classes per chunk, any dtype."""
 
+import itertools
+
 import numpy as np
 from conftest import rel_err, two_pass
 from hypothesis import HealthCheck, given, settings
@@ -72,7 +74,7 @@ def test_any_split_and_merge_tree_gives_the_one_pass_result(data, cuts, detail):
     points = cuts.draw(splits(len(X)))
     shape = cuts.draw(st.lists(st.integers(0, 100), max_size=8))
     bounds = [0, *points, len(X)]
-    parts = [ClassStats.from_rows(X[a:b], y[a:b], detail) for a, b in zip(bounds, bounds[1:])]
+    parts = [ClassStats.from_rows(X[a:b], y[a:b], detail) for a, b in itertools.pairwise(bounds)]
     tree = _merge_tree(parts, shape)
     ref = two_pass(X, y)
     assert_equal_summaries(tree, ref)
@@ -89,7 +91,7 @@ def test_any_order_of_merges_gives_the_same_result(data, cuts):
     X, y = data
     points = cuts.draw(splits(len(X)))
     bounds = [0, *points, len(X)]
-    parts = [ClassStats.from_rows(X[a:b], y[a:b]) for a, b in zip(bounds, bounds[1:])]
+    parts = [ClassStats.from_rows(X[a:b], y[a:b]) for a, b in itertools.pairwise(bounds)]
     order = cuts.draw(st.permutations(range(len(parts))))
     total = parts[order[0]]
     for i in order[1:]:
