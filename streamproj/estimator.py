@@ -69,19 +69,6 @@ def _external_boundary(boundary):
     return coef, intercept, None if classes is None else np.asarray(classes), source
 
 
-def _scores_to_index(scores):
-    """Class index per row from :meth:`BoundaryProjector._scores` (numpy or dask).
-
-    Local equivalent of ``solvers.scores_to_index`` until that lands (see ``_scores``).
-    """
-    if scores.ndim == 1:
-        return (scores > 0).astype(np.intp)
-    return scores.argmax(axis=1)
-
-
-_scores_to_index = getattr(solvers, "scores_to_index", _scores_to_index)
-
-
 def _label(value):
     return repr(np.asarray(value).item())
 
@@ -194,9 +181,14 @@ class _SummaryClassifier:
             msg = "X has no rows"
             raise InputError(msg)
         batch = accumulate(X, y, self.summary_detail(), self.chunk_rows, self.progress)
-        # Every row given is counted (as in scikit-learn); guarding against a batch
-        # merged twice belongs to the model directory's ledger of sources.
-        batch.batches = {}
+        classes = batch.classes
+        if classes.dtype.kind == "f" and (classes != np.round(classes)).any():
+            # lazy float labels reach pass 1 unchecked (numpy ones were checked per row)
+            bad = classes[classes != np.round(classes)][0]
+            msg = (f"Unknown label type: continuous (y has dtype {classes.dtype} and holds "
+                   f"the label {bad.item()!r}); class labels must be discrete — use "
+                   "integer-valued or string labels, or bin a numeric target first")
+            raise InputError(msg)
         return batch
 
     def _partial_fit(self, X, y, classes, strict):
@@ -406,7 +398,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         "progress": ["boolean"],
     }
     _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
-                            "priors_", "means_", "covariance_", "scalings_")
+                            "priors_", "means_", "covariance_", "scalings_", "_score_center_",
+                            "_score_coef_", "_score_offset_", "_decision_offset_")
 
     def __init__(
         self,
@@ -486,6 +479,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                 "scalings_": result.scalings,
             }
             labels = stats.classes
+            mean_distance = result.mean_decision[0] / np.linalg.norm(coef)
+            lda_result = result if stats.n_classes > 2 else None
         else:
             coef, intercept, given, _ = _external_boundary(self.boundary)
             if coef.shape[1] != p:
@@ -500,11 +495,13 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             fitted = {}
             if given is not None:
                 self._given_classes = np.asarray(given)
+            mean_distance = lda_result = None
         if coef.shape[0] == 1:
             w, b = solvers.unit_boundary(coef, intercept)
         else:
             w = b = None
-        center, scatter = solvers.projection_center(stats, w, b, self.center)
+        center, scatter = solvers.projection_center(stats, w, b, self.center,
+                                                    mean_distance if w is not None else None)
         V = solvers.boundary_axes(basis, scatter, self.n_components)
         for name in ("priors_", "means_", "covariance_", "scalings_"):
             self.__dict__.pop(name, None)
@@ -515,6 +512,20 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         self.intercept_ = intercept
         self.components_ = V.T
         self.center_ = center
+        self._set_centred_scores(stats, lda_result)
+
+    def _set_centred_scores(self, stats, lda_result=None):
+        """The fitted centred form of the decisions (see :func:`solvers.centred_scores`).
+
+        ``_score_center_``, ``_score_coef_``, ``_score_offset_`` give
+        :meth:`_scores`; ``_decision_offset_`` gives :meth:`decision_function`.
+        All derive from ``coef_``, ``intercept_``, ``center_`` and the LDA
+        solution of ``stats_``, so they are recomputed on load, not stored.
+        """
+        one = self.coef_.shape[0] == 1
+        (self._score_center_, self._score_coef_, self._score_offset_,
+         self._decision_offset_) = solvers.centred_scores(
+            self.coef_, self.intercept_, self.center_ if one else stats.mean, lda_result)
 
     # ------------------------------------------------------------ applying
     def transform(self, X):
@@ -559,30 +570,31 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         names = lead + [f"pc{i + 1}" for i in range(d - len(lead))]
         return np.asarray(names, dtype=object)
 
-    # ----------------------------------------------------------------------
-    # _scores: the simplest centred form. The numbers engineer's version (K > 2
-    # without the class-independent per-row constants) replaces this body at merge.
-    def _scores(self, X):
-        """Scores for argmax/softmax: (n,) signed for two classes, (n, K) otherwise.
-
-        Centred on ``center_`` so no digits are lost when the data sit far from
-        the origin; lazy for dask input.
-        """
+    def _centred(self, X):
+        """``X - _score_center_`` in float64 (lazy for dask)."""
         if isinstance(X, da.Array):
-            centred = X.astype(np.float64) - self.center_
-        else:
-            centred = np.subtract(X, self.center_, dtype=np.float64)
-        if self.coef_.shape[0] == 1:
-            return centred @ self.coef_[0]
-        return centred @ self.coef_.T + (self.intercept_ + self.coef_ @ self.center_)
+            return X - self._score_center_
+        return np.subtract(X, self._score_center_, dtype=np.float64)
+
+    def _scores(self, X):
+        """Scores fit for argmax/softmax, in centred form: (n,) for one boundary, else (n, K).
+
+        ``X`` is validated rows (numpy, or dask for a lazy result). For K > 2
+        the scores differ from :meth:`decision_function` by a per-row constant
+        only, which keeps their differences exact far from the origin.
+        """
+        scores = self._centred(X) @ self._score_coef_.T + self._score_offset_
+        return scores[:, 0] if self._score_coef_.shape[0] == 1 else scores
 
     def decision_function(self, X):
-        """``X @ coef_.T + intercept_`` (computed centred): (n,) for two classes, else (n, K)."""
-        return self._scores(self._apply_rows(X))
+        """``X @ coef_.T + intercept_`` (computed in centred form): (n,) for two classes, else (n, K)."""
+        X = self._apply_rows(X)
+        scores = self._centred(X) @ self.coef_.T + self._decision_offset_
+        return scores[:, 0] if self.coef_.shape[0] == 1 else scores
 
     def predict(self, X):
         """Predicted class labels (a lazy dask array for lazy input)."""
-        return self._take_classes(_scores_to_index(self._scores(self._apply_rows(X))))
+        return self._take_classes(solvers.scores_to_index(self._scores(self._apply_rows(X))))
 
     def predict_proba(self, X):
         """Class probabilities, as :class:`~sklearn.discriminant_analysis.LinearDiscriminantAnalysis`.
@@ -737,6 +749,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         model.n_features_in_ = stats.n_features
         if meta.get("feature_names"):
             model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
+        result = None
         if params.get("boundary") is None:
             result = solvers.lda(stats, model.shrinkage, model.priors)
             model.priors_, model.means_ = result.priors, result.means
@@ -746,6 +759,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             model._labels_ = model.classes_
             if params["boundary"].get("classes") is not None:
                 model._given_classes = model.classes_
+        model._set_centred_scores(stats, result if stats.n_classes > 2 else None)
         model.meta_ = meta
         return model
 

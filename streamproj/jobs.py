@@ -25,7 +25,7 @@ from .errors import (
 )
 from .estimator import BoundaryProjector, load
 from .passes import accumulate, as_dask_labels, as_dask_rows, project_blocks, store_projection
-from .solvers import validate_shrinkage
+from .solvers import scores_to_index, validate_shrinkage
 
 __all__ = [
     "dask_cluster",
@@ -72,15 +72,16 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
     """
     X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
     coords = project_blocks(X, model.center_, model.components_, names[0])
-    coef, intercept = model.coef_, model.intercept_
+    coef = model.coef_
     if coef.shape[0] == 1:
         # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
         decision = coords[:, 0] * np.linalg.norm(coef)
         index = (decision > 0).astype(np.intp)
         decision_dims = ("row",)
     else:
-        decision = X.astype(np.float64) @ coef.T + intercept
-        index = decision.argmax(axis=1)
+        # Centred forms: X @ coef.T + intercept itself cancels digits far from the origin.
+        decision = model.decision_function(X)
+        index = scores_to_index(model._scores(X))
         decision_dims = ("row", "class")
     classes = np.asarray(model.classes_)
     predicted = index.map_blocks(classes.take, dtype=classes.dtype)
@@ -243,8 +244,10 @@ def _drift(old, new):
     """How far an update moved the model: normal angle and principal angles, in degrees."""
     out = {}
     if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
-        cos = float(np.clip(old.components_[0] @ new.components_[0], -1.0, 1.0))
-        out["normal_angle_deg"] = float(np.degrees(np.arccos(cos)))
+        # atan2(sine, cosine): arccos of a cosine near 1 loses half the digits of a small angle.
+        u, v = old.components_[0], new.components_[0]
+        cos = float(u @ v)
+        out["normal_angle_deg"] = float(np.degrees(np.arctan2(np.linalg.norm(u - cos * v), cos)))
     elif old.coef_.shape[0] == new.coef_.shape[0]:
         r = min(old.coef_.shape[0] - 1, old.components_.shape[0])
         angles = subspace_angles(old.components_[:r].T, new.components_[:r].T)

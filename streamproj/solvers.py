@@ -22,6 +22,7 @@ __all__ = [
     "QDA",
     "boundary_axes",
     "boundary_basis",
+    "centred_scores",
     "class_priors",
     "covariance",
     "lda",
@@ -35,6 +36,7 @@ __all__ = [
     "qda_log_posterior",
     "qda_predict_proba",
     "reconstruction_error",
+    "scores_to_index",
     "shrunk_covariance",
     "total_covariance",
     "unit_boundary",
@@ -232,16 +234,70 @@ def _check_classes(stats, needed="a boundary"):
         raise InputError(msg)
 
 
-def _check_positive_definite(cov, what, advice):
-    """Raise :class:`SingularScatterError` if ``cov`` is numerically singular."""
-    evals = linalg.eigvalsh(cov)
-    top = max(abs(evals[-1]), np.finfo(float).tiny)
-    if evals[0] <= top * cov.shape[0] * _EPS:
+def _scaled_factor(cov, what, advice):
+    """Cholesky factor of the correlation form of ``cov``, deciding singularity scale-invariantly.
+
+    With ``D = diag(cov)``, ``C = D^-1/2 cov D^-1/2`` has a unit diagonal
+    whatever the units of the features, so "numerically singular" means the
+    same for data in units of 1e-4 and of 1e4: the smallest eigenvalue of C
+    is below ``p·eps`` times its largest. Solving in this basis,
+    ``cov⁻¹ v = D^-1/2 C⁻¹ D^-1/2 v``, keeps the digits that a solve with
+    ``cov`` itself would lose to the spread of its diagonal.
+
+    Returns
+    -------
+    scale : ndarray of shape (p,)
+        ``sqrt(diag(cov))``.
+    corr : ndarray of shape (p, p)
+    factor : the ``cho_factor`` of ``corr``
+
+    Raises
+    ------
+    SingularScatterError
+        When a feature has zero variance or ``corr`` is numerically singular.
+    """
+    diag = np.diag(cov)
+    constant = np.flatnonzero(~(diag > 0))
+    if constant.size:
         msg = (
-            f"{what} is singular (smallest eigenvalue {evals[0]:.3g}, largest {evals[-1]:.3g}, "
-            f"{cov.shape[0]} features); {advice}"
+            f"{what} is singular: feature {int(constant[0])} has no variance "
+            f"({constant.size} such feature(s) of {cov.shape[0]}); {advice}"
         )
         raise SingularScatterError(msg)
+    scale = np.sqrt(diag)
+    corr = cov / np.outer(scale, scale)
+    evals = linalg.eigvalsh(corr)
+    if evals[0] <= evals[-1] * corr.shape[0] * _EPS:
+        msg = (
+            f"{what} is singular (smallest eigenvalue of its correlation form {evals[0]:.3g}, "
+            f"largest {evals[-1]:.3g}, {cov.shape[0]} features); {advice}"
+        )
+        raise SingularScatterError(msg)
+    return scale, corr, linalg.cho_factor(corr)
+
+
+def _scaled_solve(scale, factor, rhs):
+    """``cov⁻¹ rhs`` from :func:`_scaled_factor`'s pieces; ``rhs`` (p,) or (p, m)."""
+    d = scale if rhs.ndim == 1 else scale[:, None]
+    return linalg.cho_solve(factor, rhs / d) / d
+
+
+def scores_to_index(scores):
+    """The index of the winning class: ``scores > 0`` for one boundary, else the argmax.
+
+    Parameters
+    ----------
+    scores : ndarray or dask array of shape (n,) or (n, K)
+        Decision scores of one boundary (positive means the second class), or
+        one score per class (any per-row constant may have been dropped).
+
+    Returns
+    -------
+    ndarray or dask array of shape (n,), dtype intp
+    """
+    if scores.ndim == 1:
+        return (scores > 0).astype(np.intp)
+    return scores.argmax(axis=1).astype(np.intp)
 
 
 # ---------------------------------------------------------------------- LDA
@@ -257,6 +313,16 @@ class LDA:
     scalings : generalised eigenvectors of ``S_B v = λ S_W v`` by decreasing λ,
         (p, p); for two classes only the Fisher direction, (p, 1)
     eigenvalues : the λ, decreasing
+    center : (p,) the data mean ``m``, about which decisions are computed
+    centred_coef, centred_offset : the decisions in centred form,
+        ``(x - m)·centred_coefᵀ + centred_offset``. Two classes: ``coef`` and
+        the decision value at ``m``. K > 2: ``Σ⁻¹(μ_k - m)`` and
+        ``-½(μ_k - m)ᵀΣ⁻¹(μ_k - m) + log π_k``, which differ from
+        ``x·coefᵀ + intercept`` by a per-row constant only (so argmax and
+        softmax are the same) and lose no digits however far m is from 0.
+    mean_decision : (1,) or (K,) ``m·coefᵀ + intercept`` computed without
+        cancellation, so ``(x - m)·coefᵀ + mean_decision`` is scikit-learn's
+        decision function in centred form.
     """
 
     classes: np.ndarray
@@ -267,52 +333,113 @@ class LDA:
     intercept: np.ndarray
     scalings: np.ndarray
     eigenvalues: np.ndarray
+    center: np.ndarray
+    centred_coef: np.ndarray
+    centred_offset: np.ndarray
+    mean_decision: np.ndarray
 
 
 def lda(stats, shrinkage=None, priors=None):
     """Linear discriminant analysis (scikit-learn's "eigen" solver) from summaries.
 
-    For two classes ``coef = Σ⁻¹(μ_1-μ_0)`` by a Cholesky solve and the offset
-    is written as ``-coef·(μ_0+μ_1)/2 + log(π_1/π_0)``, equal to
-    scikit-learn's but without the cancellation of two huge quadratic terms
-    when the data sit far from the origin.
+    Every solve is a Cholesky solve in the correlation basis of the
+    within-class covariance (see :func:`_scaled_factor`), so neither the
+    singularity test nor the digits depend on the features' units. For two
+    classes ``coef = Σ⁻¹(μ_1-μ_0)`` and the offset is written as
+    ``-coef·(μ_0+μ_1)/2 + log(π_1/π_0)``, equal to scikit-learn's but without
+    the cancellation of two huge quadratic terms. Decisions are also given in
+    centred form (see :class:`LDA`), which streamproj uses for every
+    decision, probability and prediction.
     """
     _check_classes(stats, "LDA")
     shrinkage = validate_shrinkage(shrinkage)
     pri = class_priors(stats.counts, priors)
     cov = within_covariance(stats, shrinkage, priors)
-    _check_positive_definite(
+    scale, corr, factor = _scaled_factor(
         cov,
         "the within-class covariance",
         "use shrinkage (e.g. shrinkage='auto' or 0.1), or drop collinear or constant features"
         + (" — there are fewer rows than features" if stats.n_samples <= stats.n_features else ""),
     )
-    factor = linalg.cho_factor(cov)
     means = stats.means
+    center = stats.mean
+    dev = stats.mean_deviations()  # μ_k - m, with the digits the rounded means lack
+    log_pri = np.log(pri)
     if stats.n_classes == 2:
-        diff = means[1] - means[0]
-        coef = linalg.cho_solve(factor, diff)[None, :]
-        intercept = np.array(
-            [-coef[0] @ (0.5 * (means[0] + means[1])) + np.log(pri[1]) - np.log(pri[0])]
-        )
+        diff = dev[1] - dev[0]
+        coef = _scaled_solve(scale, factor, diff)[None, :]
+        log_ratio = log_pri[1] - log_pri[0]
+        intercept = np.array([-coef[0] @ (0.5 * (means[0] + means[1])) + log_ratio])
+        # m - (μ_0+μ_1)/2 = (n_1/n - 1/2)(μ_1 - μ_0): the decision at the mean, exactly.
+        at_mean = np.array([(stats.counts[1] / stats.n_samples - 0.5) * (coef[0] @ diff)
+                            + log_ratio])
+        centred_coef, centred_offset = coef, at_mean
     else:
-        coef = linalg.cho_solve(factor, means.T).T
-        intercept = -0.5 * np.einsum("kp,kp->k", means, coef) + np.log(pri)
+        coef = _scaled_solve(scale, factor, means.T).T
+        intercept = -0.5 * np.einsum("kp,kp->k", means, coef) + log_pri
+        centred_coef = _scaled_solve(scale, factor, dev.T).T
+        centred_offset = -0.5 * np.einsum("kp,kp->k", dev, centred_coef) + log_pri
+        # m·coef_k + intercept_k = ½ mᵀΣ⁻¹m + centred_offset_k (expand μ_k = m + δ_k).
+        at_mean = 0.5 * (center @ _scaled_solve(scale, factor, center)) + centred_offset
     between = total_covariance(stats, shrinkage) - cov
+    common = (stats.classes, pri, means, cov, coef, intercept)
+    centred = (center, centred_coef, centred_offset, at_mean)
     if stats.n_classes == 2:
         # The one Fisher direction is coef itself, scaled so that vᵀ Σ v = 1.
         v = coef[0] / np.sqrt(coef[0] @ cov @ coef[0])
-        return LDA(stats.classes, pri, means, cov, coef, intercept, v[:, None],
-                   np.array([v @ between @ v]))
-    evals, evecs = linalg.eigh(between, cov)
+        return LDA(*common, v[:, None], np.array([v @ between @ v]), *centred)
+    # S_B v = λ S_W v in the correlation basis (v = D^-1/2 u keeps vᵀ S_W v = uᵀ C u = 1).
+    evals, evecs = linalg.eigh(between / np.outer(scale, scale), corr)
+    evecs = evecs / scale[:, None]
     order = np.argsort(evals)[::-1]
-    return LDA(stats.classes, pri, means, cov, coef, intercept, evecs[:, order], evals[order])
+    return LDA(*common, evecs[:, order], evals[order], *centred)
 
 
 def linear_decision(coef, intercept, X):
-    """``X @ coefᵀ + intercept``; a vector for one boundary, else (n, K)."""
+    """``X @ coefᵀ + intercept``; a vector for one boundary, else (n, K).
+
+    Only for boundaries near the origin: far from it this cancels digits;
+    streamproj itself decides with :func:`centred_scores`.
+    """
     scores = X @ coef.T + intercept
     return scores[:, 0] if scores.shape[1] == 1 else scores
+
+
+def centred_scores(coef, intercept, center, lda_result=None):
+    """The pieces of the centred decisions ``(c, A, a, d)`` for a linear classifier.
+
+    ``(X - c) @ Aᵀ + a`` are scores fit for :func:`scores_to_index` and a
+    softmax (they may differ from ``X @ coefᵀ + intercept`` by a per-row
+    constant), and ``(X - c) @ coefᵀ + d`` is ``X @ coefᵀ + intercept`` itself,
+    both without the cancellation of the raw form far from the origin.
+
+    Parameters
+    ----------
+    coef : ndarray of shape (m, p)
+    intercept : ndarray of shape (m,)
+    center : ndarray of shape (p,)
+        One boundary (m = 1): a point **on** the boundary (the projection
+        centre). Several: any point near the data (the data mean).
+    lda_result : LDA, optional
+        For LDA's own boundaries with K > 2, its exact centred form is used.
+
+    Returns
+    -------
+    c : ndarray of shape (p,)
+    A : ndarray of shape (m, p)
+    a, d : ndarray of shape (m,)
+    """
+    coef = np.atleast_2d(np.asarray(coef, dtype=np.float64))
+    intercept = np.asarray(intercept, dtype=np.float64).reshape(-1)
+    center = np.asarray(center, dtype=np.float64)
+    if coef.shape[0] == 1:
+        zero = np.zeros(1)
+        return center, coef, zero, zero
+    if lda_result is not None:
+        r = lda_result
+        return r.center, r.centred_coef, r.centred_offset, r.mean_decision
+    offset = intercept + coef @ center
+    return center, coef, offset, offset
 
 
 # ---------------------------------------------------------------------- QDA
@@ -322,6 +449,10 @@ class QDA:
 
     ``rotations[k]`` (p, p) and ``scalings[k]`` (p,) are the eigenvectors and
     regularised eigenvalues of class k's covariance, as scikit-learn's.
+    ``whitening[k]`` (p, p) maps ``x - μ_k`` (as a row) to coordinates whose
+    squared norm is the Mahalanobis distance, and ``log_det[k]`` is the log
+    determinant of the regularised covariance; both are computed in the
+    correlation basis, so they keep their digits whatever the features' units.
     """
 
     classes: np.ndarray
@@ -329,6 +460,8 @@ class QDA:
     means: np.ndarray
     rotations: np.ndarray
     scalings: np.ndarray
+    whitening: np.ndarray | None = None
+    log_det: np.ndarray | None = None
 
 
 def qda(stats, reg_param=0.0, priors=None, ddof=0):
@@ -356,15 +489,21 @@ def qda(stats, reg_param=0.0, priors=None, ddof=0):
     scalings, rotations = np.linalg.eigh(covs)
     scalings, rotations = scalings[:, ::-1], rotations[:, :, ::-1]
     scalings = (1.0 - reg_param) * scalings + reg_param
+    p = stats.n_features
+    whitening = np.empty((stats.n_classes, p, p))
+    log_det = np.empty(stats.n_classes)
     for k in range(stats.n_classes):
-        s = scalings[k]
-        if s[-1] <= max(s[0], np.finfo(float).tiny) * s.shape[0] * _EPS:
-            msg = (
-                f"the covariance of class {_label(stats.classes[k])} is singular "
-                f"({stats.counts[k]} rows, {stats.n_features} features); increase reg_param"
-            )
-            raise SingularScatterError(msg)
-    return QDA(stats.classes, pri, stats.means, rotations, scalings)
+        cov = (1.0 - reg_param) * covs[k] + reg_param * np.eye(p)
+        scale, _, (upper, _) = _scaled_factor(
+            cov,
+            f"the covariance of class {_label(stats.classes[k])}",
+            f"{stats.counts[k]} rows, {p} features; increase reg_param",
+        )
+        upper = np.triu(upper)
+        # corr = UᵀU, so (x-μ)ᵀΣ⁻¹(x-μ) = ‖((x-μ)/d) U⁻¹‖².
+        whitening[k] = linalg.solve_triangular(upper, np.eye(p)) / scale[:, None]
+        log_det[k] = 2.0 * (np.log(scale).sum() + np.log(np.diag(upper)).sum())
+    return QDA(stats.classes, pri, stats.means, rotations, scalings, whitening, log_det)
 
 
 def qda_log_posterior(model, X):
@@ -372,8 +511,13 @@ def qda_log_posterior(model, X):
     X = np.asarray(X, dtype=np.float64)
     out = np.empty((X.shape[0], model.classes.shape[0]))
     for k in range(model.classes.shape[0]):
-        z = (X - model.means[k]) @ (model.rotations[k] / np.sqrt(model.scalings[k]))
-        out[:, k] = -0.5 * (np.sum(z**2, axis=1) + np.sum(np.log(model.scalings[k])))
+        if model.whitening is not None:
+            z = (X - model.means[k]) @ model.whitening[k]
+            log_det = model.log_det[k]
+        else:
+            z = (X - model.means[k]) @ (model.rotations[k] / np.sqrt(model.scalings[k]))
+            log_det = np.sum(np.log(model.scalings[k]))
+        out[:, k] = -0.5 * (np.sum(z**2, axis=1) + log_det)
     return out + np.log(model.priors)
 
 
@@ -460,7 +604,7 @@ def boundary_axes(basis, scatter, n_components):
     return np.hstack([basis, _flip_signs(complement @ top)])
 
 
-def projection_center(stats, w, b, center):
+def projection_center(stats, w, b, center, mean_distance=None):
     """Centre ``c`` and the scatter about the centring used for the axes.
 
     For one boundary ``w·x + b = 0`` the centre lies on the hyperplane, so the
@@ -469,6 +613,10 @@ def projection_center(stats, w, b, center):
     the hyperplane point nearest the origin, ``x0 = -b·w``, axes from the
     scatter about ``x0``. With several boundaries only ``"mean"`` applies.
 
+    ``mean_distance``, when given, is ``w·μ + b`` computed by the caller
+    without cancellation (far from the origin ``w·μ`` and ``b`` are both
+    large; LDA knows the difference exactly from the class means).
+
     Returns
     -------
     center : ndarray of shape (p,)
@@ -476,7 +624,10 @@ def projection_center(stats, w, b, center):
     """
     mu = stats.mean
     if center == "mean":
-        c = mu if w is None else mu - (w @ mu + b) * w
+        if w is None:
+            return mu, stats.total
+        distance = w @ mu + b if mean_distance is None else mean_distance
+        c = mu - distance * w
         return c, stats.total
     if center == "hyperplane":
         if w is None:

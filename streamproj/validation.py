@@ -224,9 +224,11 @@ def _float_or_int(values, row_offset, name):
         raise BadValuesError(msg)
     if (values != np.round(values)).any():
         row = int(np.flatnonzero(values != np.round(values))[0])
-        msg = (f"Unknown label type: continuous ({name}[{row_offset + row}] = "
-               f"{values[row]!r}); class labels must be discrete — for a numeric target "
-               "bin it first (e.g. numpy.digitize)")
+        # scikit-learn's classifiers refuse fractional float labels too (type_of_target)
+        msg = (f"Unknown label type: continuous ({name} has dtype {values.dtype} and "
+               f"{name}[{row_offset + row}] = {values[row].item()!r}); class labels must be "
+               "discrete — use integer-valued or string labels, or bin a numeric target "
+               "first (e.g. numpy.digitize)")
         raise InputError(msg)
     return values
 
@@ -364,7 +366,9 @@ def as_labels(y, name="y"):
         if y.ndim != 1:
             msg = f"{name} must be 1-D with one label per row; got shape {tuple(y.shape)}"
             raise InputError(msg)
-        if y.dtype.kind in "biuUS":
+        if y.dtype.kind in "biuUSf":
+            # pass 1 checks these per chunk and reports the first bad row of the whole
+            # array (a map_blocks check here would report whichever chunk failed first)
             return y
         return y.map_blocks(_plain_block, name, dtype=_label_dtype(y.dtype),
                             meta=np.empty((0,), dtype=_label_dtype(y.dtype)))

@@ -43,3 +43,83 @@ def two_class():
 @pytest.fixture
 def coin():
     return make_coin()
+
+
+# ------------------------------------------------------- exact references
+def two_pass(X, y):
+    """Exact float64 two-pass summaries of rows in memory, the reference for every summary test.
+
+    Rows are first shifted by one data row (exact for float32/int input, and
+    it keeps the means' digits far from zero); each class is centred on its
+    mean and then again on the mean of the residuals (the second pass).
+
+    Returns a dict: classes, counts, means (K, p), within (p, p), scatter
+    (K, p, p), mean (p,), total (p, p), shift (p,) and centred (X - shift).
+    """
+    X = np.asarray(X)
+    shift = X[0].astype(np.float64)
+    D = X.astype(np.float64) - shift
+    classes = np.unique(y)
+    means, scatter, counts = [], [], []
+    for k in classes:
+        rows = D[y == k]
+        mu = rows.mean(axis=0)
+        d = rows - mu
+        correction = d.mean(axis=0)
+        d -= correction
+        means.append(mu + correction)
+        scatter.append(d.T @ d)
+        counts.append(rows.shape[0])
+    means = np.asarray(means)
+    counts = np.asarray(counts)
+    mean = counts @ means / counts.sum()
+    dev = means - mean
+    within = np.sum(scatter, axis=0)
+    return {
+        "classes": classes,
+        "counts": counts,
+        "means": means + shift,
+        "centred_means": means,
+        "within": within,
+        "scatter": np.asarray(scatter),
+        "mean": mean + shift,
+        "total": within + (dev * counts[:, None]).T @ dev,
+        "shift": shift,
+        "centred": D,
+    }
+
+
+def reference_lda(X, y, **kwargs):
+    """scikit-learn's LDA (solver="eigen") on the rows shifted by one data row (exact in float64).
+
+    Returns the fitted model and the shift; predict with ``ref.predict(X - shift)``.
+    """
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    shift = np.asarray(X[0], dtype=np.float64)
+    ref = LinearDiscriminantAnalysis(solver="eigen", **kwargs)
+    return ref.fit(np.asarray(X, dtype=np.float64) - shift, y), shift
+
+
+def rel_err(a, b):
+    """Largest absolute difference relative to the largest entry of the reference."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+def sin_angle(A, B):
+    """Sine of the largest principal angle between the column spans of A and B."""
+    from scipy.linalg import subspace_angles
+
+    return float(np.sin(np.max(subspace_angles(np.atleast_2d(A), np.atleast_2d(B)))))
+
+
+def offset_classes(n, p, k, offset, seed=0, separation=1.0, dtype=np.float64):
+    """Classes a few spreads apart, all far from zero (at ``offset``), with a correlated spread."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, size=n)
+    y[:k] = np.arange(k)
+    mix = np.eye(p) + 0.3 * rng.normal(size=(p, p)) / np.sqrt(p)
+    centres = separation * rng.normal(size=(k, p))
+    Z = rng.normal(size=(n, p)) @ mix + centres[y]
+    return (offset + Z).astype(dtype), y

@@ -100,7 +100,9 @@ def test_errors_close_the_bar_and_raise_the_tasks_error(bars):
     with pytest.raises(BadValuesError, match="row 150"):
         accumulate(X, y, chunk_rows=100, progress=True)
     (bar,) = bars
-    assert bar.closed and bar.n < bar.total
+    # pass 1 reports a chunk's error after the merge (so the first bad row of the whole
+    # array is named), so every chunk may be counted; the bar must still be closed
+    assert bar.closed and bar.n <= bar.total
 
 
 # ------------------------------------------------------------------ on a cluster
@@ -146,7 +148,7 @@ def test_cluster_errors_close_the_bar_and_raise_the_tasks_error(bars, cluster_cl
     with pytest.raises(BadValuesError, match="row 250"):
         accumulate(X, y, chunk_rows=100, progress=True)
     (bar,) = bars
-    assert bar.closed and bar.n < bar.total
+    assert bar.closed and bar.n <= bar.total
 
 
 @pytest.mark.parametrize("clients", ["one shared client", "a client each"])

@@ -186,3 +186,29 @@ def test_single_class_is_refused():
 def test_n_components_bounds():
     with pytest.raises(InputError, match="between 1 and the number of features"):
         solvers.boundary_axes(np.eye(3)[:, :1], np.eye(3), 4)
+
+
+def test_qda_ddof_one_uses_the_unbiased_class_covariances():
+    X, y = make_classes(n=300, p=3, k=2, seed=10)
+    s = stats_of(X, y, "per_class")
+    for k in (0, 1):
+        np.testing.assert_allclose(s.covariances(ddof=1)[k], np.cov(X[y == k].T), rtol=1e-12)
+        np.testing.assert_allclose(s.covariances()[k], np.cov(X[y == k].T, ddof=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("detail", ["pooled", "per_class", "fourth"])
+@pytest.mark.parametrize("offset", [1e8, 1e12])
+def test_summaries_far_from_zero_merge_exactly(detail, offset):
+    # at 1e12 a float64 mean is rounded by ~6e-5 of a unit spread: the scatter about it
+    # must remove that rounding (-r rᵀ/n) to stay within 1e-10
+    from conftest import offset_classes, two_pass
+
+    X, y = offset_classes(n=2000, p=3, k=3, offset=offset, seed=11)
+    ref = two_pass(X, y)
+    for size in (2000, 67):
+        s = stats_of(X, y, detail, size=size)
+        scale = np.max(np.abs(ref["scatter"]))
+        assert np.max(np.abs(s.within - ref["within"])) <= 1e-10 * scale
+        if detail != "pooled":
+            assert np.max(np.abs(s.class_scatter - ref["scatter"])) <= 1e-10 * scale
+        assert np.max(np.abs(s.deviations(ref["shift"]) - ref["centred_means"])) <= 1e-12

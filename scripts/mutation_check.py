@@ -1,0 +1,192 @@
+"""Mutation check: a deliberate one-term error in each summary/solver formula must fail a test.
+
+    python scripts/mutation_check.py            # every mutation
+    python scripts/mutation_check.py -k merge   # those whose name contains "merge"
+    python scripts/mutation_check.py --list
+
+Each mutation is applied, one at a time, by exact string replacement to a
+temporary copy of the package and its tests; the tests run against that copy
+(``pytest -x``, first failure stops). A mutation is "caught" when pytest
+fails. The script first checks that the unmutated copy passes, and exits 1
+if any mutation survives.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ["tests/test_stats.py", "tests/test_solvers.py", "tests/test_numbers.py",
+         "tests/test_properties.py", "tests/test_estimator.py"]
+
+# (name, file, exact text, replacement): each a one-term error in one formula.
+MUTATIONS = [
+    # ---- pass 1: one chunk's summary
+    ("chunk: drop the class-mean correction", "streamproj/stats.py",
+     "within = gram - (sums.T / counts) @ sums", "within = gram + (sums.T / counts) @ sums"),
+    ("chunk: class means divide by n+1", "streamproj/stats.py",
+     "_two_sum(shifts, sums / counts[:, None])", "_two_sum(shifts, sums / (counts[:, None] + 1))"),
+    ("chunk: per-class shift is zero", "streamproj/stats.py",
+     "shifts[new] = sums[new] / counts[new, None]", "shifts[new] = 0.0 * sums[new] / counts[new, None]"),
+    ("chunk: always one shared shift", "streamproj/stats.py",
+     "<= _SHARED_SHIFT_SPREADS * spread", "<= 1e30 * spread"),
+    ("chunk: gathered shift added, not subtracted", "streamproj/stats.py",
+     "np.subtract(X[start:stop], shifted, out=shifted)", "np.add(X[start:stop], shifted, out=shifted)"),
+    ("chunk: per-class residual of the mean", "streamproj/stats.py",
+     "residuals[k] = residual / counts[k]", "residuals[k] = residual / (counts[k] + 1)"),
+    ("chunk: per-class scatter drops the rounding term", "streamproj/stats.py",
+     "m2[k] = d.T @ d - np.outer(residual, residual) / counts[k]", "m2[k] = d.T @ d"),
+    ("chunk: fourth co-moment", "streamproj/stats.py",
+     "m22[k] = d2.T @ d2", "m22[k] = d2.T @ d"),
+    # ---- merges (Chan-Golub-LeVeque) and derived moments
+    ("merge: drop the mean residuals from delta", "streamproj/stats.py",
+     "delta = (mub - mua) + (lob - loa)", "delta = (mub - mua)"),
+    ("merge: mean step weighted by n_a", "streamproj/stats.py",
+     "loa + delta * (nb / safe_n)[:, None]", "loa + delta * (na / safe_n)[:, None]"),
+    ("merge: weight n_a n_b / (n+1)", "streamproj/stats.py",
+     "na * (nb / safe_n), 0.0)", "na * (nb / (safe_n + 1)), 0.0)"),
+    ("merge: drop the between-halves term", "streamproj/stats.py",
+     "within = a.within + b.within + (delta * weight[:, None]).T @ delta",
+     "within = a.within + b.within"),
+    ("shift moments: M2 sign", "streamproj/stats.py",
+     "new_m2 = m2 + n * ea * eb", "new_m2 = m2 - n * ea * eb"),
+    ("shift moments: M21 cross term", "streamproj/stats.py",
+     "new_m21 = m21 + da * eb + 2.0 * ea * m2", "new_m21 = m21 + da * eb + 1.0 * ea * m2"),
+    ("shift moments: M22 cross term", "streamproj/stats.py",
+     "+ 4.0 * ea * eb * m2", "+ 2.0 * ea * eb * m2"),
+    ("overall mean weights", "streamproj/stats.py",
+     "(self.counts / self.n_samples) @ self.deviations(anchor)",
+     "(self.counts / (self.n_samples + 1)) @ self.deviations(anchor)"),
+    ("between scatter weights", "streamproj/stats.py",
+     "_symmetric((dev * self.counts[:, None]).T @ dev)",
+     "_symmetric((dev * (self.counts[:, None] - 1)).T @ dev)"),
+    ("class covariances ddof", "streamproj/stats.py",
+     "self.class_scatter / (self.counts - ddof)", "self.class_scatter / (self.counts + ddof)"),
+    # ---- solvers
+    ("covariance: pooled divides by n-1", "streamproj/solvers.py",
+     "cov = stats.within / stats.n_samples", "cov = stats.within / (stats.n_samples - 1)"),
+    ("shrinkage: target trace / (p+1)", "streamproj/solvers.py",
+     "out[np.diag_indices(p)] += shrinkage * np.trace(cov) / p",
+     "out[np.diag_indices(p)] += shrinkage * np.trace(cov) / (p + 1)"),
+    ("OAS: denominator n+2", "streamproj/solvers.py",
+     "den = (n + 1) * (alpha - mu**2 / p)", "den = (n + 2) * (alpha - mu**2 / p)"),
+    ("Ledoit-Wolf: beta over p(n-1)", "streamproj/solvers.py",
+     "beta = (beta_ / n - delta_) / (p * n)", "beta = (beta_ / n - delta_) / (p * (n - 1))"),
+    ("singularity decided on cov, not its correlation form", "streamproj/solvers.py",
+     "evals = linalg.eigvalsh(corr)", "evals = linalg.eigvalsh(cov)"),
+    ("scaled solve multiplies by the scale", "streamproj/solvers.py",
+     "return linalg.cho_solve(factor, rhs / d) / d", "return linalg.cho_solve(factor, rhs / d) * d"),
+    ("LDA two classes: mean difference sign", "streamproj/solvers.py",
+     "diff = dev[1] - dev[0]", "diff = dev[1] + dev[0]"),
+    ("LDA two classes: intercept log-prior sign", "streamproj/solvers.py",
+     "np.array([-coef[0] @ (0.5 * (means[0] + means[1])) + log_ratio])",
+     "np.array([-coef[0] @ (0.5 * (means[0] + means[1])) - log_ratio])"),
+    ("LDA two classes: decision at the mean", "streamproj/solvers.py",
+     "(stats.counts[1] / stats.n_samples - 0.5)", "(stats.counts[0] / stats.n_samples - 0.5)"),
+    ("LDA K>2: intercept quadratic term", "streamproj/solvers.py",
+     'intercept = -0.5 * np.einsum("kp,kp->k", means, coef) + log_pri',
+     'intercept = -1.0 * np.einsum("kp,kp->k", means, coef) + log_pri'),
+    ("LDA K>2: centred offset quadratic term", "streamproj/solvers.py",
+     'centred_offset = -0.5 * np.einsum("kp,kp->k", dev, centred_coef) + log_pri',
+     'centred_offset = -1.0 * np.einsum("kp,kp->k", dev, centred_coef) + log_pri'),
+    ("LDA K>2: centred offset drops the log prior", "streamproj/solvers.py",
+     'centred_offset = -0.5 * np.einsum("kp,kp->k", dev, centred_coef) + log_pri',
+     'centred_offset = -0.5 * np.einsum("kp,kp->k", dev, centred_coef)'),
+    ("LDA K>2: decision at the mean", "streamproj/solvers.py",
+     "at_mean = 0.5 * (center @ _scaled_solve(scale, factor, center)) + centred_offset",
+     "at_mean = 1.0 * (center @ _scaled_solve(scale, factor, center)) + centred_offset"),
+    ("LDA K>2: eigenvectors back from the scaled basis", "streamproj/solvers.py",
+     "evecs = evecs / scale[:, None]", "evecs = evecs * scale[:, None]"),
+    ("external K>2: centred offset sign", "streamproj/solvers.py",
+     "offset = intercept + coef @ center", "offset = intercept - coef @ center"),
+    ("QDA: regularisation weight", "streamproj/solvers.py",
+     "cov = (1.0 - reg_param) * covs[k] + reg_param * np.eye(p)",
+     "cov = (1.0 + reg_param) * covs[k] + reg_param * np.eye(p)"),
+    ("QDA: whitening multiplies by the scale", "streamproj/solvers.py",
+     "np.eye(p)) / scale[:, None]", "np.eye(p)) * scale[:, None]"),
+    ("QDA: log determinant halved", "streamproj/solvers.py",
+     "log_det[k] = 2.0 * (np.log(scale).sum()", "log_det[k] = 1.0 * (np.log(scale).sum()"),
+    ("projection centre: mean moved the wrong way", "streamproj/solvers.py",
+     "c = mu - distance * w", "c = mu + distance * w"),
+    ("hyperplane centring: drop n(mu-x0)(mu-x0)^T", "streamproj/solvers.py",
+     "return x0, stats.total + stats.n_samples * np.outer(dev, dev)", "return x0, stats.total"),
+    ("boundary-parallel axes: drop the scatter", "streamproj/solvers.py",
+     "reduced = complement.T @ scatter @ complement", "reduced = complement.T @ complement"),
+    ("reconstruction error: centre sign", "streamproj/solvers.py",
+     "dev = stats.mean - center\n    scatter", "dev = stats.mean + center\n    scatter"),
+    ("estimator: distance of the mean scaled by |coef|", "streamproj/estimator.py",
+     "mean_distance = result.mean_decision[0] / np.linalg.norm(coef)",
+     "mean_distance = result.mean_decision[0] * np.linalg.norm(coef)"),
+]
+
+
+def copy_tree(dest):
+    for name in ("streamproj", "tests"):
+        shutil.copytree(ROOT / name, dest / name,
+                        ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+
+
+def run_tests(folder, tests, timeout):
+    env = {**os.environ, "PYTHONPATH": str(folder), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    try:
+        proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("FAILED")]
+    return proc.returncode, (lines[0] if lines else proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", default="", help="only mutations whose name contains this")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if args.k.lower() in m[0].lower()]
+    if args.list:
+        for name, path, *_ in chosen:
+            print(f"{path}: {name}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="streamproj-mutants-") as tmp:
+        folder = Path(tmp)
+        copy_tree(folder)
+        rc, last = run_tests(folder, TESTS, args.timeout)
+        if rc != 0:
+            print(f"the unmutated tests do not pass ({last}); fix them first")
+            return 2
+        survived = []
+        for name, path, old, new in chosen:
+            target = folder / path
+            original = target.read_text()
+            if original.count(old) != 1:
+                print(f"?? {name}: the text to mutate occurs {original.count(old)} times in {path}")
+                survived.append(name)
+                continue
+            target.write_text(original.replace(old, new))
+            start = time.perf_counter()
+            try:
+                rc, last = run_tests(folder, TESTS, args.timeout)
+            finally:
+                target.write_text(original)
+            caught = rc not in (0, None)
+            if not caught:
+                survived.append(name)
+            verdict = "caught  " if caught else "SURVIVED"
+            print(f"{verdict} {name:58s} {time.perf_counter() - start:5.1f} s  {last[:100]}",
+                  flush=True)
+    print(f"\n{len(chosen) - len(survived)} of {len(chosen)} mutations caught")
+    for name in survived:
+        print(f"  survived: {name}")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

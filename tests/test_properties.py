@@ -1,0 +1,129 @@
+"""Property-based tests of the summaries: any split, any merge tree, any classes per chunk, any dtype."""
+
+import itertools
+
+import numpy as np
+from conftest import rel_err, two_pass
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamproj.stats import ClassStats
+
+DTYPES = [np.float64, np.float32, np.float16, np.int32, np.int8, np.uint16]
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def labelled_rows(draw):
+    """Rows of a random dtype, far from zero or not, with classes well apart or not."""
+    n = draw(st.integers(4, 120))
+    p = draw(st.integers(1, 5))
+    k = draw(st.integers(1, 6))
+    dtype = draw(st.sampled_from(DTYPES))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, size=n)
+    if np.dtype(dtype).kind == "f":
+        offset = draw(st.sampled_from([0.0, 1e3, 1e6] if dtype != np.float16 else [0.0, 10.0]))
+        separation = draw(st.sampled_from([0.0, 1.0, 1e3] if dtype != np.float16 else [0.0, 3.0]))
+        spread = 1.0
+    else:
+        info = np.iinfo(dtype)
+        offset = float(info.min / 4 + info.max / 4) if info.min < 0 else info.max / 4
+        separation = draw(st.sampled_from([0.0, 5.0]))
+        spread = 3.0
+    X = offset + spread * rng.normal(size=(n, p)) + separation * rng.normal(size=(k, p))[y]
+    X = X.astype(dtype)
+    labels = draw(st.sampled_from(["int", "str", "bool"])) if k <= 2 else "int"
+    if labels == "str":
+        y = np.array(["b", "a"])[y]
+    elif labels == "bool":
+        y = y.astype(bool)
+    return X, y
+
+
+def splits(n):
+    """Cut points of a split of n rows into non-empty chunks."""
+    return st.lists(st.integers(1, n - 1), unique=True, max_size=min(n - 1, 12)).map(sorted)
+
+
+def _merge_tree(parts, shape):
+    """Merge ``parts`` along a tree given by ``shape`` (a list of split choices)."""
+    if len(parts) == 1:
+        return parts[0]
+    cut = 1 + shape[0] % (len(parts) - 1) if shape else len(parts) // 2
+    rest = shape[1:]
+    return _merge_tree(parts[:cut], rest) + _merge_tree(parts[cut:], rest)
+
+
+def assert_equal_summaries(a, ref, tol=1e-10):
+    np.testing.assert_array_equal(a.classes, ref["classes"])
+    np.testing.assert_array_equal(a.counts, ref["counts"])
+    scale = max(np.max(np.abs(ref["within"])), np.max(np.abs(ref["total"])), 1e-300)
+    assert np.max(np.abs(a.within - ref["within"])) <= tol * scale
+    assert np.max(np.abs(a.total - ref["total"])) <= tol * scale
+    spread = np.sqrt(scale / max(len(ref["centred"]), 1)) + np.max(np.abs(ref["centred_means"]))
+    assert np.max(np.abs(a.deviations(ref["shift"]) - ref["centred_means"])) <= tol * spread
+
+
+@SETTINGS
+@given(data=labelled_rows(), cuts=st.data(), detail=st.sampled_from(["pooled", "per_class"]))
+def test_any_split_and_merge_tree_gives_the_one_pass_result(data, cuts, detail):
+    X, y = data
+    points = cuts.draw(splits(len(X)))
+    shape = cuts.draw(st.lists(st.integers(0, 100), max_size=8))
+    bounds = [0, *points, len(X)]
+    parts = [ClassStats.from_rows(X[a:b], y[a:b], detail) for a, b in itertools.pairwise(bounds)]
+    tree = _merge_tree(parts, shape)
+    ref = two_pass(X, y)
+    assert_equal_summaries(tree, ref)
+    one = ClassStats.from_rows(X, y, detail)
+    assert_equal_summaries(one, ref)
+    if detail == "per_class":
+        assert rel_err(tree.class_scatter, ref["scatter"]) <= 1e-10 or np.max(
+            np.abs(ref["scatter"])) == 0
+
+
+@SETTINGS
+@given(data=labelled_rows(), cuts=st.data())
+def test_any_order_of_merges_gives_the_same_result(data, cuts):
+    X, y = data
+    points = cuts.draw(splits(len(X)))
+    bounds = [0, *points, len(X)]
+    parts = [ClassStats.from_rows(X[a:b], y[a:b]) for a, b in itertools.pairwise(bounds)]
+    order = cuts.draw(st.permutations(range(len(parts))))
+    total = parts[order[0]]
+    for i in order[1:]:
+        total = total + parts[i]
+    assert_equal_summaries(total, two_pass(X, y))
+
+
+@SETTINGS
+@given(data=labelled_rows(), cut=st.data())
+def test_a_plus_b_equals_b_plus_a(data, cut):
+    X, y = data
+    i = cut.draw(st.integers(1, len(X) - 1))
+    a = ClassStats.from_rows(X[:i], y[:i], "fourth")
+    b = ClassStats.from_rows(X[i:], y[i:], "fourth")
+    ab, ba = a + b, b + a
+    np.testing.assert_array_equal(ab.classes, ba.classes)
+    np.testing.assert_array_equal(ab.counts, ba.counts)
+    for name in ("within", "class_scatter", "comoment22"):
+        x, z = getattr(ab, name), getattr(ba, name)
+        assert np.max(np.abs(x - z)) <= 1e-12 * max(np.max(np.abs(z)), 1e-300)
+    assert np.max(np.abs(ab.deviations(a.means[0]) - ba.deviations(a.means[0]))) <= 1e-12 * max(
+        1.0, np.max(np.abs(ab.deviations(a.means[0]))))
+
+
+@SETTINGS
+@given(data=labelled_rows(), pick=st.data())
+def test_any_subset_of_classes_per_chunk(data, pick):
+    X, y = data
+    classes = np.unique(y)
+    # chunks that each hold only some classes: rows grouped by a random class subset
+    chosen = pick.draw(st.lists(st.sampled_from(classes.tolist()), min_size=1, unique=True))
+    inside = np.isin(y, chosen)
+    parts = [ClassStats.from_rows(X[m], y[m]) for m in (inside, ~inside) if m.any()]
+    total = parts[0] if len(parts) == 1 else parts[1] + parts[0]
+    assert_equal_summaries(total, two_pass(X, y))
