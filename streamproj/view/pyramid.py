@@ -13,11 +13,13 @@ import threading
 
 import numpy as np
 
-from ..plot.summary import add_keys, cell_keys
+from ..plot.summary import add_keys
 
 __all__ = ["Pyramid", "row_hash"]
 
 _MAX_U64 = np.iinfo(np.uint64).max
+_FIELDS = {"tile": np.intp, "hash": np.uint64, "x": np.float64, "y": np.float64,
+           "bucket": np.intp, "row": np.int64}
 
 
 def row_hash(rows):
@@ -26,6 +28,15 @@ def row_hash(rows):
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
+
+
+def _by_tile_then_hash(tile, h, n_tiles):
+    """``np.lexsort((h, tile))``, faster: argsort the hashes, then a stable
+    (radix, for 16-bit keys) argsort of the tiles in that order."""
+    if n_tiles > 2**16:
+        return np.lexsort((h, tile))
+    by_hash = np.argsort(h)
+    return by_hash[np.argsort(tile[by_hash].astype(np.uint16), kind="stable")]
 
 
 def _pow2_at_least(v):
@@ -70,10 +81,13 @@ class Pyramid:
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
         self.outside = 0
         self.tiles, self.per_tile = tiles, per_tile
+        self._shift = (int(np.log2(shape[0])), int(np.log2(shape[1])))  # cells are 2^k a side
         self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)
-        self.sample = {"tile": np.empty(0, np.intp), "hash": np.empty(0, np.uint64),
-                       "x": np.empty(0), "y": np.empty(0), "bucket": np.empty(0, np.intp),
-                       "row": np.empty(0, np.int64)}
+        self._kept = {k: np.empty(0, t) for k, t in _FIELDS.items()}
+        # candidates waiting to be ranked: merged once they outnumber the sample's
+        # capacity, so each candidate is sorted O(1) times (not the whole sample per block)
+        self._pending, self._pending_rows = [], 0
+        self._capacity = tiles * tiles * per_tile
         self._lock = threading.Lock()
 
     def add(self, block, start=0):
@@ -82,34 +96,56 @@ class Pyramid:
         i, j = self.axes
         x, y = z[:, i], z[:, j]
         bucket = self.classmap.index(block["label"])
-        keys, inside = cell_keys(x, y, bucket, self.extent, self.shape)
-        add_keys(self.counts.reshape(-1), keys, self._lock)
+        (x0, x1), (y0, y1) = self.extent
         gx, gy = self.shape
-        cells = keys % (gx * gy)
-        tile = (cells // gy) * self.tiles // gx * self.tiles + (cells % gy) * self.tiles // gy
-        rows = start + np.flatnonzero(inside)
+        # the same cell arithmetic as cell_keys (exactly histogram2d's bins)
+        fx = (x - x0) * (gx / (x1 - x0))
+        fy = (y - y0) * (gy / (y1 - y0))
+        inside = np.flatnonzero((fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy))
+        ix = fx[inside].astype(np.intp)
+        iy = fy[inside].astype(np.intp)
+        b = bucket[inside]
+        keys = (b * gx + ix) * gy + iy
+        add_keys(self.counts.reshape(-1), keys, self._lock)
+        t = self.tiles
+        tile = ((ix * t) >> self._shift[0]) * t + ((iy * t) >> self._shift[1])
+        rows = inside + start
         h = row_hash(rows)
-        keep = h < self._thresh[tile]  # a stale threshold only lets extra candidates through
+        keep = np.flatnonzero(h < self._thresh[tile])  # a stale threshold only lets more through
+        cand = {"tile": tile[keep], "hash": h[keep], "x": x[inside[keep]],
+                "y": y[inside[keep]], "bucket": b[keep], "row": rows[keep]}
         with self._lock:
-            self.outside += int(inside.size - keys.size)
-            if keep.any():
-                self._merge(tile[keep], h[keep], x[inside][keep], y[inside][keep],
-                            bucket[inside][keep], rows[keep])
+            self.outside += int(x.size - inside.size)
+            if keep.size:
+                self._pending.append(cand)
+                self._pending_rows += keep.size
+                if self._pending_rows > self._capacity:
+                    self._merge()
 
-    def _merge(self, tile, h, x, y, bucket, row):
-        # only the tiles the candidates fall in are re-ranked; the rest stay as they are
-        s = self.sample
-        touched = np.zeros(self.tiles * self.tiles, dtype=bool)
-        touched[tile] = True
-        mine = touched[s["tile"]]
-        cand = {"tile": tile, "hash": h, "x": x, "y": y, "bucket": bucket, "row": row}
-        new = {k: np.concatenate([s[k][mine], cand[k]]) for k in s}
-        order = np.lexsort((new["hash"], new["tile"]))
+    @property
+    def sample(self):
+        """The sampled rows: dict of ``tile``, ``hash``, ``x``, ``y``, ``bucket``, ``row``."""
+        with self._lock:
+            if self._pending:
+                self._merge()
+            return self._kept
+
+    @sample.setter
+    def sample(self, rows):
+        with self._lock:
+            self._kept, self._pending, self._pending_rows = dict(rows), [], 0
+
+    def _merge(self):
+        # rank kept rows and candidates together; keep the per_tile smallest hashes per tile
+        parts = [self._kept, *self._pending]
+        new = {k: np.concatenate([p[k] for p in parts]) for k in _FIELDS}
+        self._pending, self._pending_rows = [], 0
+        order = _by_tile_then_hash(new["tile"], new["hash"], self.tiles * self.tiles)
         t = new["tile"][order]
         first = np.searchsorted(t, t, side="left")
         rank = np.arange(t.size) - first
         kept = order[rank < self.per_tile]
-        self.sample = {k: np.concatenate([s[k][~mine], new[k][kept]]) for k in s}
+        self._kept = {k: v[kept] for k, v in new.items()}
         # tiles now full admit only hashes below their largest kept one
         full_last = order[rank == self.per_tile - 1]
         self._thresh[new["tile"][full_last]] = new["hash"][full_last]
