@@ -26,6 +26,7 @@ __all__ = [
     "coordinates",
     "count_classes",
     "robust_limits",
+    "robust_limits_each",
     "sample_rows",
     "stream",
 ]
@@ -171,15 +172,32 @@ def robust_limits(values, tail=0.001, pad=0.05):
     -------
     ndarray (d, 2)
     """
+    return robust_limits_each(values, [(tail, pad)])[0]
+
+
+def robust_limits_each(values, specs):
+    """:func:`robust_limits` for several ``(tail, pad)`` at once: one partition of the sample.
+
+    Returns
+    -------
+    list of ndarray (d, 2), one per spec
+    """
     values = np.asarray(values, dtype=np.float64)
-    values = values[np.isfinite(values).all(axis=1)]
+    finite = np.isfinite(values).all(axis=1)
+    if not finite.all():
+        values = values[finite]
     if values.shape[0] == 0:
-        return np.tile([-1.0, 1.0], (values.shape[1], 1))
-    lo, hi = np.quantile(values, [tail, 1 - tail], axis=0)
-    span = hi - lo
-    flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
-    span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
-    return np.column_stack([lo - pad * span, hi + pad * span])
+        return [np.tile([-1.0, 1.0], (values.shape[1], 1)) for _ in specs]
+    tails = [t for t, _ in specs]
+    q = np.quantile(values, tails + [1 - t for t in tails], axis=0)
+    out = []
+    for k, (_, pad) in enumerate(specs):
+        lo, hi = q[k], q[len(specs) + k]
+        span = hi - lo
+        flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
+        span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
+        out.append(np.column_stack([lo - pad * span, hi + pad * span]))
+    return out
 
 
 class ClassMap:

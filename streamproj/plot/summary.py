@@ -31,12 +31,18 @@ def cell_keys(x, y, bucket, limits, bins):
     """
     (x0, x1), (y0, y1) = limits
     bx, by = bins
-    fx = (x - x0) * (bx / (x1 - x0))
-    fy = (y - y0) * (by / (y1 - y0))
+    fx = x - x0
+    fx *= bx / (x1 - x0)
+    fy = y - y0
+    fy *= by / (y1 - y0)
     inside = (fx >= 0) & (fx < bx) & (fy >= 0) & (fy < by)
-    keys = bucket[inside].astype(np.intp) * bx + fx[inside].astype(np.intp)
+    if not inside.all():
+        bucket, fx, fy = bucket[inside], fx[inside], fy[inside]
+    keys = bucket.astype(np.intp)  # a copy: worked on in place below
+    keys *= bx
+    keys += fx.astype(np.intp)
     keys *= by
-    keys += fy[inside].astype(np.intp)
+    keys += fy.astype(np.intp)
     return keys, inside
 
 
