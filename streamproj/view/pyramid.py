@@ -6,7 +6,10 @@ Beside it, a hashed sample keeps, in each of ``tiles x tiles`` tiles, the
 ``per_tile`` rows whose row-index hash is smallest: deterministic, the same
 whatever the order of the blocks, dense regions thinned and sparse ones kept
 whole, and bounded (``tiles² · per_tile`` rows) whatever the number of rows.
-Memory is the finest grid plus the sample, flat in n.
+Per block, a row is a candidate only if its hash is below its tile's current
+threshold; candidates are ranked in batches (at least as many as the rows
+kept), so each is sorted O(1) times and a block costs O(rows) vector work.
+Memory is the finest grid plus the sample and a bounded batch, flat in n.
 """
 
 import threading
@@ -18,6 +21,7 @@ from ..plot.summary import add_keys
 __all__ = ["Pyramid", "row_hash"]
 
 _MAX_U64 = np.iinfo(np.uint64).max
+MIN_MERGE = 50_000
 _FIELDS = {"tile": np.intp, "hash": np.uint64, "x": np.float64, "y": np.float64,
            "bucket": np.intp, "row": np.int64}
 
@@ -99,8 +103,8 @@ class Pyramid:
         self._shift = (int(np.log2(shape[0])), int(np.log2(shape[1])))  # cells are 2^k a side
         self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)
         self._kept = {k: np.empty(0, t) for k, t in _FIELDS.items()}
-        # candidates waiting to be ranked: merged once they outnumber the sample's
-        # capacity, so each candidate is sorted O(1) times (not the whole sample per block)
+        # candidates waiting to be ranked, merged in batches (see _merge_at), so each
+        # candidate is sorted O(1) times rather than the whole sample once per block
         self._pending, self._pending_rows, self._merging = [], 0, False
         self._capacity = tiles * tiles * per_tile
         self._lock = threading.Lock()
@@ -155,11 +159,16 @@ class Pyramid:
             if keep.size:
                 self._pending.append(cand)
                 self._pending_rows += keep.size
-                if self._pending_rows > self._capacity and not self._merging:
+                if self._pending_rows > self._merge_at() and not self._merging:
                     self._merging = True
                     batch, self._pending, self._pending_rows = self._pending, [], 0
         if batch is not None:  # ranked outside the lock: one merger, the other threads go on
             self._merge(batch)
+
+    def _merge_at(self):
+        # as many candidates as rows kept (at least a block's worth): a merge costs at
+        # most twice the candidates it ranks, and early merges set thresholds early
+        return min(self._capacity, max(self._kept["row"].size, MIN_MERGE))
 
     @property
     def sample(self):
