@@ -14,7 +14,7 @@ from streamproj.cli import main
 from streamproj.errors import InputError
 from streamproj.plot import coordinates, draw_output, plot_output, plot_projection
 from streamproj.plot.figure import PALETTE, shade
-from streamproj.plot.reading import Blocks, ClassMap, robust_limits, stream
+from streamproj.plot.reading import Blocks, ClassMap, robust_limits, robust_limits_each, stream
 from streamproj.plot.summary import PictureSummary
 
 
@@ -26,9 +26,11 @@ class CountingArray:
         self.shape, self.dtype, self.ndim = data.shape, data.dtype, data.ndim
         self.chunks = (chunk_rows, *data.shape[1:])
         self.largest_read = 0
+        self.reads = 0
 
     def __getitem__(self, key):
         out = self.data[key]
+        self.reads += 1
         self.largest_read = max(self.largest_read, out.shape[0])
         return out
 
@@ -61,6 +63,29 @@ def test_one_pass_counts_every_row_reading_one_chunk_at_a_time():
     np.testing.assert_array_equal(s.rows[:3], np.bincount(labels))
 
 
+def test_an_array_shared_by_two_names_is_read_once_per_block():
+    labels = CountingArray(np.arange(5000) % 3, 1000)
+    z = np.zeros((5000, 2))
+    blocks = Blocks({"z": z, "y": labels, "label": labels}, block_rows=1000)
+    got = blocks.read(2)
+    assert labels.reads == 1
+    np.testing.assert_array_equal(got["y"], np.arange(2000, 3000) % 3)
+    assert got["label"] is got["y"]
+    lazy = Blocks({"z": da.from_array(z, chunks=1000), "y": labels, "label": labels})
+    assert lazy.arrays["y"] is lazy.arrays["label"]
+
+
+def test_class_map_byte_labels_match_the_general_lookup():
+    rng = np.random.default_rng(4)
+    cm = ClassMap(np.array([-3, 0, 2, 9, 40]), counts=[1, 9, 8, 7, 2], top=3)
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16):
+        info = np.iinfo(dtype)
+        labels = rng.integers(info.min, info.max, size=3000, endpoint=True).astype(dtype)
+        labels[:1000] = rng.choice(np.array([0, 2, 9, 40]), 1000).astype(dtype)
+        np.testing.assert_array_equal(cm.index(labels), cm.index(labels.astype(np.int64)))
+    assert cm.index(np.array([-3, 0, 2, 9, 40, 41], np.int8)).tolist() == [3, 0, 1, 2, 3, 3]
+
+
 def test_class_map_top_classes_and_other():
     classes = np.array(["a", "b", "c", "d"])
     cm = ClassMap(classes, counts=[5, 50, 1, 20], top=2)
@@ -76,6 +101,11 @@ def test_robust_limits_ignore_outliers():
     lim = robust_limits(v, tail=0.001, pad=0.05)
     assert np.all(lim[:, 0] > -4) and np.all(lim[:, 1] < 4)
     assert np.all(lim[:, 0] < -3) and np.all(lim[:, 1] > 3)
+    v[20:40, 1] = np.nan  # rows with a NaN are left out of the sample
+    both = robust_limits_each(v, [(1e-4, 0.2), (0.001, 0.05)])
+    np.testing.assert_array_equal(both[0], robust_limits(v, tail=1e-4, pad=0.2))
+    np.testing.assert_array_equal(both[1], robust_limits(v))
+    assert np.isfinite(both[1]).all()
 
 
 def test_shading_mixes_colours_by_count():

@@ -63,6 +63,34 @@ def test_sample_is_bounded_per_tile_and_the_same_in_any_block_order():
     assert set(far) <= set(rows.tolist()) or len(far) > 5
 
 
+@pytest.mark.parametrize("workers", [1, 4])
+def test_sample_is_each_tiles_smallest_hashes_whatever_the_merging(workers):
+    """Brute force: in every tile, the per_tile rows of smallest hash (merges in flight, threads)."""
+    from streamproj.view.pyramid import row_hash
+
+    rng = np.random.default_rng(3)
+    n = 60_000
+    z = rng.normal(size=(n, 2)) * [1.0, 2.5]
+    z[:50] = [30.0, 0.0]  # outside the extent: never sampled
+    y = rng.integers(0, 3, size=n)
+    p = Pyramid(ClassMap(np.arange(3)), np.array([[-4.0, 4.0], [-8.0, 8.0]]), finest=64,
+                tiles=8, per_tile=7)
+    stream(Blocks({"z": z, "label": y}, block_rows=1000), p.add, workers=workers)
+    (x0, x1), (y0, y1) = p.extent
+    gx, gy = p.shape
+    ix = np.floor((z[:, 0] - x0) / (x1 - x0) * gx)
+    iy = np.floor((z[:, 1] - y0) / (y1 - y0) * gy)
+    inside = (ix >= 0) & (ix < gx) & (iy >= 0) & (iy < gy)
+    tile = (ix * 8 // gx) * 8 + iy * 8 // gy
+    h = row_hash(np.arange(n))
+    want = set()
+    for t in np.unique(tile[inside]):
+        rows = np.flatnonzero(inside & (tile == t))
+        want.update(rows[np.argsort(h[rows])[:7]].tolist())
+    assert set(p.sample["row"].tolist()) == want
+    np.testing.assert_array_equal(p.sample["y"], z[p.sample["row"], 1])
+
+
 @pytest.mark.parametrize("kind", ["gaussian", "incompressible"])
 def test_file_size_is_bounded_at_100_million_rows(kind):
     """Synthetic counts of 10^8 rows (no rows needed: the counts are what is stored)."""

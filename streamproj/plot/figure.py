@@ -121,13 +121,19 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     nbins = margin.shape[1]
     edges = np.linspace(lo, hi, nbins + 1)
     width = (hi - lo) / nbins
+    from matplotlib.patches import StepPatch
+
     lines = []
+    top = 0.0
     for k in range(margin.shape[0]):
         if rows[k] == 0:
             continue
         dens = margin[k] / (rows[k] * width)
-        ax.stairs(dens, edges, color=colors[k], alpha=0.25, fill=True)
-        ax.stairs(dens, edges, color=colors[k], lw=1.4)
+        top = max(top, float(dens.max()))
+        # as ax.stairs draws them, without its costly data-limit update (limits are set below)
+        ax.add_artist(StepPatch(dens, edges, baseline=0, facecolor=colors[k], linewidth=0,
+                                alpha=0.25, fill=True))
+        ax.add_artist(StepPatch(dens, edges, baseline=0, edgecolor=colors[k], lw=1.4, fill=False))
         if binary is not None and k in binary:
             side = "> 0" if k == binary[0] else "≤ 0"
             lines.append(f"{names[k]}: {wrong[k] / rows[k]:.1%} of {rows[k]:,} on the wrong side "
@@ -135,7 +141,7 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     if binary is not None:
         ax.axvline(0.0, color=BOUNDARY_COLOR, lw=1.6)
     ax.set_xlim(lo, hi)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top * (1 + ax.margins()[1]) if top > 0 else 1)
     ax.set_xlabel(label, fontsize=10)
     ax.set_ylabel("density within each class", fontsize=10)
     ax.tick_params(labelsize=8)

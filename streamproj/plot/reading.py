@@ -26,6 +26,7 @@ __all__ = [
     "coordinates",
     "count_classes",
     "robust_limits",
+    "robust_limits_each",
     "sample_rows",
     "stream",
 ]
@@ -69,11 +70,16 @@ class Blocks:
         lazy = [a for a in self.arrays.values() if isinstance(a, da.Array)]
         if lazy:
             sizes = lazy[0].chunks[0]
-            self.arrays = {
-                k: (v.rechunk({0: sizes}) if isinstance(v, da.Array)
-                    else da.from_array(v, chunks=(sizes, *v.shape[1:]), asarray=True, lock=False))
-                for k, v in self.arrays.items()
-            }
+            made = {}  # one dask array per distinct input, so that a shared one is read once
+
+            def aligned(v):
+                if id(v) not in made:
+                    made[id(v)] = (v.rechunk({0: sizes}) if isinstance(v, da.Array)
+                                   else da.from_array(v, chunks=(sizes, *v.shape[1:]),
+                                                      asarray=True, lock=False))
+                return made[id(v)]
+
+            self.arrays = {k: aligned(v) for k, v in self.arrays.items()}
             edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         else:
             native = getattr(first, "chunks", None)
@@ -89,12 +95,18 @@ class Blocks:
     def read(self, i, names=None):
         """Block ``i`` of the named arrays (all by default) as numpy arrays."""
         names = list(names or self.arrays)
+        # one read per distinct array: ``label`` is usually ``y`` itself
+        first = {}
+        for k in names:
+            first.setdefault(id(self.arrays[k]), k)
+        distinct = list(first.values())
         start, stop = self.bounds[i]
         if self.lazy:
-            parts = dask.compute(*[self.arrays[k].blocks[i] for k in names], scheduler="sync")
+            parts = dask.compute(*[self.arrays[k].blocks[i] for k in distinct], scheduler="sync")
         else:
-            parts = [self.arrays[k][start:stop] for k in names]
-        return {k: np.asarray(v) for k, v in zip(names, parts, strict=True)}
+            parts = [self.arrays[k][start:stop] for k in distinct]
+        got = {k: np.asarray(v) for k, v in zip(distinct, parts, strict=True)}
+        return {k: got[first[id(self.arrays[k])]] for k in names}
 
 
 def stream(blocks, work, names=None, indices=None, workers=None):
@@ -160,15 +172,32 @@ def robust_limits(values, tail=0.001, pad=0.05):
     -------
     ndarray (d, 2)
     """
+    return robust_limits_each(values, [(tail, pad)])[0]
+
+
+def robust_limits_each(values, specs):
+    """:func:`robust_limits` for several ``(tail, pad)`` at once: one partition of the sample.
+
+    Returns
+    -------
+    list of ndarray (d, 2), one per spec
+    """
     values = np.asarray(values, dtype=np.float64)
-    values = values[np.isfinite(values).all(axis=1)]
+    finite = np.isfinite(values).all(axis=1)
+    if not finite.all():
+        values = values[finite]
     if values.shape[0] == 0:
-        return np.tile([-1.0, 1.0], (values.shape[1], 1))
-    lo, hi = np.quantile(values, [tail, 1 - tail], axis=0)
-    span = hi - lo
-    flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
-    span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
-    return np.column_stack([lo - pad * span, hi + pad * span])
+        return [np.tile([-1.0, 1.0], (values.shape[1], 1)) for _ in specs]
+    tails = [t for t, _ in specs]
+    q = np.quantile(values, tails + [1 - t for t in tails], axis=0)
+    out = []
+    for k, (_, pad) in enumerate(specs):
+        lo, hi = q[k], q[len(specs) + k]
+        span = hi - lo
+        flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
+        span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
+        out.append(np.column_stack([lo - pad * span, hi + pad * span]))
+    return out
 
 
 class ClassMap:
@@ -206,6 +235,7 @@ class ClassMap:
             table = np.full(int(np.ptp(self.classes)) + 1, len(shown), dtype=np.intp)
             table[self.classes.astype(np.int64) - lo] = lut
             self._dense = (lo, table)
+        self._byte_tables = {}  # labels of 1- or 2-byte integer dtypes: a table over all values
         self.names = [str(c) for c in self.classes[shown]] + ["other"]
 
     def bucket_of_class(self, position):
@@ -215,6 +245,18 @@ class ClassMap:
     def index(self, labels):
         """Bucket (0 .. n_buckets-1) of each label; unknown labels are "other"."""
         labels = np.asarray(labels).ravel()
+        if self._dense is not None and labels.dtype.kind in "iu" and labels.dtype.itemsize <= 2:
+            # every value the dtype can hold has an entry: one gather, no bounds checks
+            table = self._byte_tables.get(labels.dtype.str)
+            if table is None:
+                unsigned = np.dtype(f"u{labels.dtype.itemsize}")
+                values = np.arange(2 ** (8 * labels.dtype.itemsize)).astype(unsigned)
+                table = self._dense_index(values.view(labels.dtype))
+                self._byte_tables[labels.dtype.str] = table
+            return table[labels.view(f"u{labels.dtype.itemsize}")]
+        return self._dense_index(labels)
+
+    def _dense_index(self, labels):
         if self._dense is not None and labels.dtype.kind in "iu":
             lo, table = self._dense
             pos = labels.astype(np.int64) - lo

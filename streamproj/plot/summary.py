@@ -31,31 +31,33 @@ def cell_keys(x, y, bucket, limits, bins):
     """
     (x0, x1), (y0, y1) = limits
     bx, by = bins
-    fx = (x - x0) * (bx / (x1 - x0))
-    fy = (y - y0) * (by / (y1 - y0))
+    fx = x - x0
+    fx *= bx / (x1 - x0)
+    fy = y - y0
+    fy *= by / (y1 - y0)
     inside = (fx >= 0) & (fx < bx) & (fy >= 0) & (fy < by)
-    keys = bucket[inside].astype(np.intp) * bx + fx[inside].astype(np.intp)
+    if not inside.all():
+        bucket, fx, fy = bucket[inside], fx[inside], fy[inside]
+    keys = bucket.astype(np.intp)  # a copy: worked on in place below
+    keys *= bx
+    keys += fx.astype(np.intp)
     keys *= by
-    keys += fy[inside].astype(np.intp)
+    keys += fy.astype(np.intp)
     return keys, inside
 
 
 def add_keys(flat, keys, lock):
-    """``flat[k] += 1`` for every key, under ``lock``: dense counting when the grid is
-    small next to the keys, else sort-and-count (a dense count of a big grid per
-    block would cost more than the rows)."""
+    """``flat[k] += 1`` for every key, under ``lock``.
+
+    One unbuffered ``np.add.at`` with a scalar of ``flat``'s own dtype: numpy's
+    fast path, cheaper than a dense ``bincount`` of a big grid and than
+    sorting the keys.
+    """
     if keys.size == 0:
         return
-    if flat.size <= 8 * keys.size:
-        part = np.bincount(keys, minlength=flat.size)
-        with lock:
-            flat += part.astype(flat.dtype, copy=False)
-        return
-    keys = np.sort(keys)
-    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    counts = np.diff(np.append(starts, keys.size))
+    one = flat.dtype.type(1)
     with lock:
-        flat[keys[starts]] += counts.astype(flat.dtype, copy=False)
+        np.add.at(flat, keys, one)
 
 
 class PictureSummary:
@@ -103,8 +105,12 @@ class PictureSummary:
     def add(self, block, _start=0):
         """Add one block: ``z`` (m, d), ``label`` (m,), optional ``y`` and ``predicted``."""
         z = np.asarray(block["z"], dtype=np.float64)
+        nb = self.classmap.n_buckets
         bucket = self.classmap.index(block["label"])
-        rows = np.bincount(bucket, minlength=self.classmap.n_buckets)
+        z0 = z[:, 0]
+        # one count gives the rows per class and those with z[0] > 0 (the wrong side's counts)
+        per_side = np.bincount(bucket * 2 + (z0 > 0), minlength=2 * nb).reshape(nb, 2)
+        rows = per_side.sum(axis=1)
         for pair in self.pairs:
             i, j = pair
             lim = (self.limits[i], self.limits[j])
@@ -112,17 +118,16 @@ class PictureSummary:
             add_keys(self.grids[pair].reshape(-1), keys, self._lock)
             with self._lock:
                 self.outside[pair] += int(inside.size - keys.size)
-        z0 = z[:, 0]
         lo, hi = self.limits[0]
         f = (z0 - lo) * (self.margin_bins / (hi - lo))
         ok = (f >= 0) & (f < self.margin_bins)
-        margin = np.bincount(bucket[ok] * self.margin_bins + f[ok].astype(np.intp),
-                             minlength=self.margin.size).reshape(self.margin.shape)
+        add_keys(self.margin.reshape(-1), bucket[ok] * self.margin_bins + f[ok].astype(np.intp),
+                 self._lock)
         wrong = np.zeros_like(self.wrong)
         if self.binary is not None:
             b0, b1 = self.binary
-            wrong[b0] = np.count_nonzero((bucket == b0) & (z0 > 0))
-            wrong[b1] = np.count_nonzero((bucket == b1) & ~(z0 > 0))
+            wrong[b0] = per_side[b0, 1]
+            wrong[b1] = rows[b1] - per_side[b1, 1]
         correct = labelled = agree = predicted = 0
         if "predicted" in block:
             pred = np.asarray(block["predicted"]).ravel()
@@ -135,7 +140,6 @@ class PictureSummary:
                 predicted = pred.size
         with self._lock:
             self.rows += rows
-            self.margin += margin
             self.wrong += wrong
             self.correct += correct
             self.labelled += labelled

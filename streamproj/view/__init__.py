@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plot.reading import ClassMap, count_classes, robust_limits, sample_rows, stream
+from ..plot.reading import ClassMap, count_classes, robust_limits_each, sample_rows, stream
 from .html import DEFAULT_BUDGET, encode_view, render_page
 from .pyramid import Pyramid
 
@@ -89,7 +89,7 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         classmap = ClassMap(source.classes)
     # wide limits (the user zooms in); rows beyond them are counted and said
     sample = sample_rows(blocks, "z")[:, [i, j]]
-    limits = robust_limits(sample, tail=1e-4, pad=0.2)
+    limits, first_view = robust_limits_each(sample, [(1e-4, 0.2), (0.001, 0.05)])
     finest = finest or (2048 if classmap.n_buckets <= 4 else 1024)
     pyramid = Pyramid(classmap, limits, (i, j), finest=finest, tiles=tiles, per_tile=per_tile,
                       n_rows=blocks.n)
@@ -120,7 +120,7 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         "ylabel": f"z[{j}]: {names[j]}",
         "boundary": boundary,
         "classes_total": len(source.classes),
-        "data_extent": robust_limits(sample).tolist(),  # the first view: as the PNG's limits
+        "data_extent": first_view.tolist(),  # the first view: as the PNG's limits
     }
     payload, stored = encode_view(pyramid, meta, budget)
     return View(render_page(payload, title), pyramid, stored)

@@ -6,26 +6,56 @@ Beside it, a hashed sample keeps, in each of ``tiles x tiles`` tiles, the
 ``per_tile`` rows whose row-index hash is smallest: deterministic, the same
 whatever the order of the blocks, dense regions thinned and sparse ones kept
 whole, and bounded (``tiles² · per_tile`` rows) whatever the number of rows.
-Memory is the finest grid plus the sample, flat in n.
+Per block, a row is a candidate only if its hash is below its tile's current
+threshold; candidates are ranked in batches (at least as many as the rows
+kept), so each is sorted O(1) times and a block costs O(rows) vector work.
+Memory is the finest grid plus the sample and a bounded batch, flat in n.
 """
 
 import threading
 
 import numpy as np
 
-from ..plot.summary import add_keys, cell_keys
+from ..plot.summary import add_keys
 
 __all__ = ["Pyramid", "row_hash"]
 
 _MAX_U64 = np.iinfo(np.uint64).max
+MIN_MERGE = 50_000
+_FIELDS = {"tile": np.intp, "hash": np.uint64, "x": np.float64, "y": np.float64,
+           "bucket": np.intp, "row": np.int64}
 
 
 def row_hash(rows):
     """splitmix64 of the row indices: a bijection on uint64 that scatters neighbours."""
-    z = np.asarray(rows).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    z = np.asarray(rows).astype(np.uint64)  # a copy: worked on in place below
+    z += np.uint64(0x9E3779B97F4A7C15)
+    t = np.empty_like(z)
+    for shift, mul in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(z, np.uint64(shift), out=t)
+        z ^= t
+        z *= np.uint64(mul)
+    np.right_shift(z, np.uint64(31), out=t)
+    z ^= t
+    return z
+
+
+def _by_tile_then_hash(tile, h, n_tiles):
+    """``np.lexsort((h, tile))``, faster: argsort the hashes, then a stable
+    (radix, for 16-bit keys) argsort of the tiles in that order."""
+    if n_tiles > 2**16:
+        return np.lexsort((h, tile))
+    by_hash = np.argsort(h)
+    return by_hash[np.argsort(tile[by_hash].astype(np.uint16), kind="stable")]
+
+
+def _rank_in_tile(t):
+    """Place of each entry within its run of equal values of the sorted ``t`` (0, 1, ...)."""
+    at = np.arange(t.size)
+    starts = np.empty(t.size, dtype=bool)
+    starts[:1] = True
+    np.not_equal(t[1:], t[:-1], out=starts[1:])
+    return at - np.maximum.accumulate(np.where(starts, at, 0))
 
 
 def _pow2_at_least(v):
@@ -70,11 +100,39 @@ class Pyramid:
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
         self.outside = 0
         self.tiles, self.per_tile = tiles, per_tile
+        self._shift = (int(np.log2(shape[0])), int(np.log2(shape[1])))  # cells are 2^k a side
         self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)
-        self.sample = {"tile": np.empty(0, np.intp), "hash": np.empty(0, np.uint64),
-                       "x": np.empty(0), "y": np.empty(0), "bucket": np.empty(0, np.intp),
-                       "row": np.empty(0, np.int64)}
+        self._kept = {k: np.empty(0, t) for k, t in _FIELDS.items()}
+        # candidates waiting to be ranked, merged in batches (see _merge_at), so each
+        # candidate is sorted O(1) times rather than the whole sample once per block
+        self._pending, self._pending_rows, self._merging = [], 0, False
+        self._capacity = tiles * tiles * per_tile
         self._lock = threading.Lock()
+
+    def _cells(self, x, y):
+        """Rows inside the extent (indices), their finest cells (ix, iy) and sample tiles."""
+        (x0, x1), (y0, y1) = self.extent
+        gx, gy = self.shape
+        # the same cell arithmetic as cell_keys (exactly histogram2d's bins)
+        fx = x - x0
+        fx *= gx / (x1 - x0)
+        fy = y - y0
+        fy *= gy / (y1 - y0)
+        ok = (fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy)
+        if ok.all():  # the usual case (the extent is wide): no gathers
+            inside = np.arange(x.size)
+            ix, iy = fx.astype(np.intp), fy.astype(np.intp)
+        else:
+            inside = np.flatnonzero(ok)
+            ix, iy = fx[inside].astype(np.intp), fy[inside].astype(np.intp)
+        t = self.tiles
+        tile = ix * t
+        tile >>= self._shift[0]
+        tile *= t
+        ty = iy * t
+        ty >>= self._shift[1]
+        tile += ty
+        return inside, ix, iy, tile
 
     def add(self, block, start=0):
         """Add one block (``z``, ``label``) whose first row is row ``start``."""
@@ -82,37 +140,75 @@ class Pyramid:
         i, j = self.axes
         x, y = z[:, i], z[:, j]
         bucket = self.classmap.index(block["label"])
-        keys, inside = cell_keys(x, y, bucket, self.extent, self.shape)
-        add_keys(self.counts.reshape(-1), keys, self._lock)
+        inside, ix, iy, tile = self._cells(x, y)
         gx, gy = self.shape
-        cells = keys % (gx * gy)
-        tile = (cells // gy) * self.tiles // gx * self.tiles + (cells % gy) * self.tiles // gy
-        rows = start + np.flatnonzero(inside)
+        b = bucket if inside.size == bucket.size else bucket[inside]
+        keys = b * gx
+        keys += ix
+        keys *= gy
+        keys += iy
+        add_keys(self.counts.reshape(-1), keys, self._lock)
+        rows = inside + start
         h = row_hash(rows)
-        keep = h < self._thresh[tile]  # a stale threshold only lets extra candidates through
+        keep = np.flatnonzero(h < self._thresh[tile])  # a stale threshold only lets more through
+        cand = {"tile": tile[keep], "hash": h[keep], "x": x[inside[keep]],
+                "y": y[inside[keep]], "bucket": b[keep], "row": rows[keep]}
+        batch = None
         with self._lock:
-            self.outside += int(inside.size - keys.size)
-            if keep.any():
-                self._merge(tile[keep], h[keep], x[inside][keep], y[inside][keep],
-                            bucket[inside][keep], rows[keep])
+            self.outside += int(x.size - inside.size)
+            if keep.size:
+                self._pending.append(cand)
+                self._pending_rows += keep.size
+                if self._pending_rows > self._merge_at() and not self._merging:
+                    self._merging = True
+                    batch, self._pending, self._pending_rows = self._pending, [], 0
+        if batch is not None:  # ranked outside the lock: one merger, the other threads go on
+            self._merge(batch)
 
-    def _merge(self, tile, h, x, y, bucket, row):
-        # only the tiles the candidates fall in are re-ranked; the rest stay as they are
-        s = self.sample
-        touched = np.zeros(self.tiles * self.tiles, dtype=bool)
-        touched[tile] = True
-        mine = touched[s["tile"]]
-        cand = {"tile": tile, "hash": h, "x": x, "y": y, "bucket": bucket, "row": row}
-        new = {k: np.concatenate([s[k][mine], cand[k]]) for k in s}
-        order = np.lexsort((new["hash"], new["tile"]))
-        t = new["tile"][order]
-        first = np.searchsorted(t, t, side="left")
-        rank = np.arange(t.size) - first
-        kept = order[rank < self.per_tile]
-        self.sample = {k: np.concatenate([s[k][~mine], new[k][kept]]) for k in s}
-        # tiles now full admit only hashes below their largest kept one
-        full_last = order[rank == self.per_tile - 1]
-        self._thresh[new["tile"][full_last]] = new["hash"][full_last]
+    def _merge_at(self):
+        # as many candidates as rows kept (at least a block's worth): a merge costs at
+        # most twice the candidates it ranks, and early merges set thresholds early
+        return min(self._capacity, max(self._kept["row"].size, MIN_MERGE))
+
+    @property
+    def sample(self):
+        """The sampled rows: dict of ``tile``, ``hash``, ``x``, ``y``, ``bucket``, ``row``."""
+        with self._lock:
+            if self._pending and not self._merging:
+                self._merging = True
+                batch, self._pending, self._pending_rows = self._pending, [], 0
+            else:
+                batch = None
+        if batch is not None:
+            self._merge(batch)
+        return self._kept
+
+    @sample.setter
+    def sample(self, rows):
+        with self._lock:
+            self._kept, self._pending, self._pending_rows = dict(rows), [], 0
+
+    def _merge(self, batch):
+        """Rank the kept rows and ``batch`` together; keep the per_tile smallest hashes per tile.
+
+        Only the thread that set ``_merging`` calls this, so ``_kept`` is not
+        replaced under it.
+        """
+        try:
+            parts = [self._kept, *batch]
+            new = {k: np.concatenate([p[k] for p in parts]) for k in _FIELDS}
+            order = _by_tile_then_hash(new["tile"], new["hash"], self.tiles * self.tiles)
+            rank = _rank_in_tile(new["tile"][order])
+            kept = {k: v[order[rank < self.per_tile]] for k, v in new.items()}
+            # tiles now full admit only hashes below their largest kept one
+            full_last = order[rank == self.per_tile - 1]
+            tiles, bound = new["tile"][full_last], new["hash"][full_last]
+            with self._lock:
+                self._kept = kept
+                self._thresh[tiles] = np.minimum(self._thresh[tiles], bound)
+        finally:
+            with self._lock:
+                self._merging = False
 
     @property
     def n(self):
