@@ -87,7 +87,7 @@ class _SummaryClassifier:
     """
 
     # names of the fitted attributes that describe the solution (dropped on reset)
-    _solution_attributes = ()
+    _solution_attributes: ClassVar[tuple[str, ...]] = ()
 
     # what the solve is called in messages ("LDA needs at least two classes")
     _needs = "the model"
