@@ -22,11 +22,11 @@ True
 """
 
 from . import errors, solvers
+from ._version import __version__
 from .errors import *  # noqa: F403  (the error hierarchy is public API)
 from .estimator import BoundaryProjector, load
 from .passes import accumulate
 from .qda import StreamingQDA
-from ._version import __version__
 from .stats import ClassStats
 
 __all__ = [
