@@ -343,7 +343,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
 
     A scikit-learn classifier and transformer: it works in pipelines,
     cross-validation and grid searches, keeps ``feature_names_in_`` from
-    DataFrames, and supports ``set_output``. Inputs may be numpy arrays,
+    DataFrames, and supports ``set_output(transform=…)``. Inputs may be numpy arrays,
     pandas, polars or dask DataFrames, pyarrow tables, dask or Zarr arrays;
     dask and Zarr inputs stay lazy (``transform``, ``predict``,
     ``predict_proba`` return dask arrays; with ``set_output(transform="pandas")``
