@@ -34,10 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "streamproj"
 ROLE = re.compile(r":(?:py:)?(class|func|meth|attr|data|mod|exc|obj):`([^`]+)`")
 
-# TEMPORARY until these files settle (being rewritten on other branches); lead removes.
-# Each entry: "module.qualname -> target" of a reference known to be broken on main.
-KNOWN_BROKEN: set[str] = set()
-
 
 def public_modules():
     """Every module of the package whose name has no part starting with ``_``."""
@@ -166,7 +162,7 @@ def broken_references(modules):
         module = importlib.import_module(name)
         for where, owner, doc in _documented(module):
             for _, target in ROLE.findall(doc):
-                if not resolve(target, module, owner) and f"{where} -> {target}" not in KNOWN_BROKEN:
+                if not resolve(target, module, owner):
                     faults.append(f"{where}: the reference {target!r} names nothing")
     return faults
 
