@@ -298,7 +298,7 @@ def worker(task, path, repeats, limit_gb, keep):
 
 
 def peak_rss_mb():
-    """This process's own peak resident memory.
+    """Peak resident memory of this process itself (MB).
 
     ``getrusage(...).ru_maxrss`` would not do: Linux carries it over fork and exec,
     so a worker would report its parent's peak. ``VmHWM`` belongs to the process image.

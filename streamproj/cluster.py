@@ -11,6 +11,8 @@ import contextlib
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from .errors import ClusterError
 
@@ -68,7 +70,8 @@ class _Watchdog:
 
 
 @contextlib.contextmanager
-def dask_cluster(scheduler=None, slurm=None, timeout=None):
+def dask_cluster(scheduler: str | None = None, slurm: Any = None,
+                 timeout: float | None = None) -> Iterator[Any]:
     """Run the passes on a dask.distributed cluster for the duration of the block.
 
     ``scheduler``: the address of a running scheduler. ``slurm``: a
@@ -118,7 +121,7 @@ def _quietly(close):
         close()
 
 
-def slurm_cluster(slurm):
+def slurm_cluster(slurm: Any) -> Any:
     """A dask-jobqueue ``SLURMCluster`` from a config section (no jobs submitted yet).
 
     Refused at once where SLURM is not installed (no ``sbatch`` on PATH):
@@ -133,7 +136,7 @@ def slurm_cluster(slurm):
     return SLURMCluster(**kwargs)
 
 
-def require_sbatch(where):
+def require_sbatch(where: str) -> None:
     """Refuse a SLURM job on a machine without SLURM, naming the config."""
     if shutil.which("sbatch") is None:
         msg = (f"{where} asks for SLURM workers ([dask.slurm]) but SLURM is not installed here "

@@ -116,6 +116,7 @@ def _print_summary(s):
 
 
 def add_demo_parser(sub, common):
+    """Register ``streamproj demo`` on the CLI's subparsers (``common`` adds the shared options)."""
     p = sub.add_parser("demo", help="make the seed's 'coin' data in DIR and run everything on it")
     p.add_argument("dir", metavar="DIR", help="folder for data.zarr, model, coords.zarr, demo.png, view.html")
     p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200,000)")

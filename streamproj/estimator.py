@@ -87,7 +87,7 @@ class _SummaryClassifier:
     """
 
     # names of the fitted attributes that describe the solution (dropped on reset)
-    _solution_attributes = ()
+    _solution_attributes: ClassVar[tuple[str, ...]] = ()
 
     # what the solve is called in messages ("LDA needs at least two classes")
     _needs = "the model"
@@ -343,7 +343,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
 
     A scikit-learn classifier and transformer: it works in pipelines,
     cross-validation and grid searches, keeps ``feature_names_in_`` from
-    DataFrames, and supports ``set_output``. Inputs may be numpy arrays,
+    DataFrames, and supports ``set_output(transform=…)``. Inputs may be numpy arrays,
     pandas, polars or dask DataFrames, pyarrow tables, dask or Zarr arrays;
     dask and Zarr inputs stay lazy (``transform``, ``predict``,
     ``predict_proba`` return dask arrays; with ``set_output(transform="pandas")``

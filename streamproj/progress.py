@@ -19,6 +19,7 @@ compute ends, so a finished bar always shows every chunk.
 """
 
 import sys
+from typing import Any
 
 import dask
 from dask.callbacks import Callback, normalize_callback
@@ -27,7 +28,8 @@ from threadpoolctl import threadpool_limits
 __all__ = ["compute_with_progress"]
 
 
-def compute_with_progress(*objects, progress=False, prefix="", total=None, desc=None):
+def compute_with_progress(*objects: Any, progress: bool = False, prefix: str = "",
+                          total: int | None = None, desc: str | None = None) -> tuple[Any, ...]:
     """``dask.compute`` with an optional tqdm bar over the chunk tasks named by ``prefix``.
 
     Parameters
@@ -143,7 +145,7 @@ class _LocalChunkBar(Callback):
         self.bar = _open_bar(self.total, self.desc)
 
     def _posttask(self, key, result, dsk, state, worker_id):
-        if _is_chunk(key, self.prefix):
+        if self.bar is not None and _is_chunk(key, self.prefix):
             self.bar.update(1)
 
     def _finish(self, dsk, state, errored):

@@ -1,7 +1,7 @@
 """StreamingQDA: quadratic discriminant analysis from streaming class summaries."""
 
 from numbers import Integral, Real
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import dask.array as da
 import numpy as np
@@ -65,7 +65,8 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
     _needs = "QDA"
     _solution_attributes = ("rotations_", "scalings_", "means_", "priors_", "_labels_", "_qda_")
 
-    def __init__(self, priors=None, reg_param=0.0, *, ddof=0, chunk_rows=None, progress=False):
+    def __init__(self, priors: Any = None, reg_param: float = 0.0, *, ddof: int = 0,
+                 chunk_rows: int | None = None, progress: bool = False) -> None:
         self.priors = priors
         self.reg_param = reg_param
         self.ddof = ddof
@@ -79,20 +80,22 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         tags.target_tags.required = True
         return tags
 
-    def summary_detail(self):
+    def summary_detail(self) -> str:
         """QDA needs each class's own scatter."""
         return "per_class"
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X: Any, y: Any) -> Self:
         """Summarise all rows (one pass) and solve; forgets any earlier fit."""
         self._reset()
         return self._partial_fit(X, y, None, strict=True)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None):
-        """Merge more rows into the summaries and solve again (see
-        :meth:`BoundaryProjector.partial_fit <streamproj.BoundaryProjector.partial_fit>`)."""
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> Self:
+        """Merge more rows into the summaries and solve again.
+
+        See :meth:`BoundaryProjector.partial_fit <streamproj.BoundaryProjector.partial_fit>`.
+        """
         return self._partial_fit(X, y, classes, strict=False)
 
     def _solve(self, stats):
@@ -116,31 +119,31 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         """Unnormalised log posteriors (n, K) of the solved classes; lazy for dask input."""
         if isinstance(X, da.Array):
             K = self._labels_.shape[0]
-            return X.map_blocks(_log_posterior_block, self._qda_, dtype=np.float64,
-                                chunks=(X.chunks[0], (K,)), meta=np.empty((0, K)))
+            return da.map_blocks(_log_posterior_block, X, self._qda_, dtype=np.float64,
+                                 chunks=(X.chunks[0], (K,)), meta=np.empty((0, K)))
         return _log_posterior_block(X, self._qda_)
 
-    def decision_function(self, X):
+    def decision_function(self, X: Any) -> Any:
         """Log posteriors (n, K), or their difference ``log p(1|x) - log p(0|x)`` for two classes."""
         scores = self._log_posterior(self._apply_rows(X))
         if scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
         return scores
 
-    def predict(self, X):
+    def predict(self, X: Any) -> Any:
         """Predicted class labels (a lazy dask array for lazy input)."""
-        return self._take_classes(self._log_posterior(self._apply_rows(X)).argmax(axis=1))
+        return self._take_classes(solvers.scores_to_index(self._log_posterior(self._apply_rows(X))))
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: Any) -> Any:
         """Log class probabilities; columns follow ``classes_``."""
         scores = self._log_posterior(self._apply_rows(X))
         if isinstance(scores, da.Array):
-            logp = scores.map_blocks(_log_softmax, dtype=np.float64)
+            logp = da.map_blocks(_log_softmax, scores, dtype=np.float64)
         else:
             logp = _log_softmax(scores)
         return self._full_columns(logp, -np.inf)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: Any) -> Any:
         """Class probabilities; columns follow ``classes_``."""
         logp = self.predict_log_proba(X)
         return da.exp(logp) if isinstance(logp, da.Array) else np.exp(logp)

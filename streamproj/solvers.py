@@ -11,11 +11,16 @@ priors, shrunk per class.
 import warnings
 from dataclasses import dataclass
 from numbers import Real
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import linalg
 
 from .errors import InputError, SingularScatterError, StreamprojWarning
+
+if TYPE_CHECKING:  # annotations only: the solvers take any object with ClassStats' fields
+    from .stats import ClassStats
 
 __all__ = [
     "LDA",
@@ -46,9 +51,14 @@ __all__ = [
 
 _EPS = np.finfo(np.float64).eps
 
+#: a shrinkage option as given by a user: None/"none", "auto", "oas" or a number in [0, 1]
+Shrinkage = str | float | None
+#: the summary detail levels of :class:`~streamproj.stats.ClassStats`, least first
+Detail = Literal["pooled", "per_class", "fourth"]
+
 
 # ------------------------------------------------------------------ options
-def validate_shrinkage(shrinkage):
+def validate_shrinkage(shrinkage: Shrinkage) -> str | float | None:
     """Return ``shrinkage`` normalised (None, a float in [0, 1], "auto" or "oas")."""
     if shrinkage is None or (isinstance(shrinkage, str) and shrinkage.lower() == "none"):
         return None
@@ -66,7 +76,7 @@ def validate_shrinkage(shrinkage):
     raise InputError(msg)
 
 
-def class_priors(counts, priors=None):
+def class_priors(counts: ArrayLike, priors: ArrayLike | None = None) -> np.ndarray:
     """Class priors: the class frequencies, or ``priors`` validated and normalised.
 
     Parameters
@@ -81,20 +91,21 @@ def class_priors(counts, priors=None):
     counts = np.asarray(counts, dtype=np.float64)
     if priors is None:
         return counts / counts.sum()
-    priors = np.asarray(priors, dtype=np.float64).reshape(-1)
-    if priors.shape != counts.shape:
-        msg = f"priors has {priors.shape[0]} entries but there are {counts.shape[0]} classes"
+    given = np.asarray(priors, dtype=np.float64).reshape(-1)
+    if given.shape != counts.shape:
+        msg = f"priors has {given.shape[0]} entries but there are {counts.shape[0]} classes"
         raise InputError(msg)
-    if (priors < 0).any() or not np.isfinite(priors).all():
-        msg = f"priors must be finite and non-negative; got {priors.tolist()}"
+    if (given < 0).any() or not np.isfinite(given).all():
+        msg = f"priors must be finite and non-negative; got {given.tolist()}"
         raise InputError(msg)
-    if abs(priors.sum() - 1.0) > 1e-5:
+    if abs(given.sum() - 1.0) > 1e-5:
         warnings.warn("The priors do not sum to 1. Renormalizing", StreamprojWarning, stacklevel=2)
-        priors = priors / priors.sum()
-    return priors
+        given = given / given.sum()
+    return given
 
 
-def needed_detail(shrinkage=None, priors=None, qda=False):
+def needed_detail(shrinkage: Shrinkage = None, priors: ArrayLike | None = None,
+                  qda: bool = False) -> Detail:
     """The least summary detail a fit with these options needs.
 
     Pooled scatter serves no/fixed shrinkage with empirical priors; per-class
@@ -110,7 +121,7 @@ def needed_detail(shrinkage=None, priors=None, qda=False):
 
 
 # -------------------------------------------------------------- covariances
-def shrunk_covariance(cov, shrinkage):
+def shrunk_covariance(cov: np.ndarray, shrinkage: float) -> np.ndarray:
     """``(1-α)·cov + α·(tr(cov)/p)·I``, as :func:`sklearn.covariance.shrunk_covariance`."""
     p = cov.shape[-1]
     out = (1.0 - shrinkage) * cov
@@ -118,7 +129,7 @@ def shrunk_covariance(cov, shrinkage):
     return out
 
 
-def oas_covariance(n, scatter):
+def oas_covariance(n: float, scatter: np.ndarray) -> np.ndarray:
     """Oracle Approximating Shrinkage of ``scatter / n``, as scikit-learn's ``OAS``.
 
     Parameters
@@ -140,7 +151,8 @@ def oas_covariance(n, scatter):
     return shrunk_covariance(emp, shrinkage)
 
 
-def ledoit_wolf_covariance(n, scatter, comoment22, mean):
+def ledoit_wolf_covariance(n: float, scatter: np.ndarray, comoment22: np.ndarray,
+                           mean: np.ndarray) -> np.ndarray:
     """Ledoit–Wolf covariance on standardised data, exactly as scikit-learn's LDA "auto".
 
     scikit-learn standardises the rows (``StandardScaler``), applies
@@ -174,22 +186,27 @@ def ledoit_wolf_covariance(n, scatter, comoment22, mean):
     return outer * cov_z
 
 
-def covariance(n, scatter, shrinkage=None, comoment22=None, mean=None):
+def covariance(n: float, scatter: np.ndarray, shrinkage: str | float | None = None,
+               comoment22: np.ndarray | None = None, mean: np.ndarray | None = None) -> np.ndarray:
     """Covariance of ``n`` rows with scatter ``scatter``, shrunk as asked (sklearn's ``_cov``)."""
     if shrinkage is None:
         return scatter / n
     if shrinkage == "auto":
+        if comoment22 is None or mean is None:
+            msg = "shrinkage='auto' needs the fourth co-moments and the mean of the rows"
+            raise InputError(msg)
         return ledoit_wolf_covariance(n, scatter, comoment22, mean)
     if shrinkage == "oas":
         return oas_covariance(n, scatter)
-    return shrunk_covariance(scatter / n, shrinkage)
+    return shrunk_covariance(scatter / n, float(shrinkage))
 
 
 def _priors_are_empirical(counts, priors):
     return np.allclose(priors, counts / counts.sum(), rtol=1e-12, atol=0)
 
 
-def within_covariance(stats, shrinkage=None, priors=None):
+def within_covariance(stats: "ClassStats", shrinkage: Shrinkage = None,
+                      priors: ArrayLike | None = None) -> np.ndarray:
     """Prior-weighted within-class covariance ``Σ_k π_k Σ_k`` (scikit-learn's ``_class_cov``).
 
     With empirical priors and no or fixed shrinkage this is the pooled
@@ -199,18 +216,18 @@ def within_covariance(stats, shrinkage=None, priors=None):
     weights = class_priors(stats.counts, priors)
     if shrinkage not in ("auto", "oas") and _priors_are_empirical(stats.counts, weights):
         cov = stats.within / stats.n_samples
-        return cov if shrinkage is None else shrunk_covariance(cov, shrinkage)
+        return cov if shrinkage is None else shrunk_covariance(cov, float(shrinkage))
     stats.require(needed_detail(shrinkage, priors), f"shrinkage={shrinkage!r} with these priors")
+    scatter = stats.class_scatter
+    assert scatter is not None  # stats.require above has checked it is held
     cov = np.zeros((stats.n_features, stats.n_features))
     for k in range(stats.n_classes):
         m22 = None if stats.comoment22 is None else stats.comoment22[k]
-        cov += weights[k] * covariance(
-            stats.counts[k], stats.class_scatter[k], shrinkage, m22, stats.means[k]
-        )
+        cov += weights[k] * covariance(stats.counts[k], scatter[k], shrinkage, m22, stats.means[k])
     return cov
 
 
-def total_covariance(stats, shrinkage=None):
+def total_covariance(stats: "ClassStats", shrinkage: Shrinkage = None) -> np.ndarray:
     """Covariance of all rows, shrunk the same way (scikit-learn's ``_cov(X)``)."""
     shrinkage = validate_shrinkage(shrinkage)
     if shrinkage == "auto":
@@ -282,7 +299,7 @@ def _scaled_solve(scale, factor, rhs):
     return linalg.cho_solve(factor, rhs / d) / d
 
 
-def scores_to_index(scores):
+def scores_to_index(scores: Any) -> Any:
     """The index of the winning class: ``scores > 0`` for one boundary, else the argmax.
 
     Parameters
@@ -294,6 +311,20 @@ def scores_to_index(scores):
     Returns
     -------
     ndarray or dask array of shape (n,), dtype intp
+
+    Examples
+    --------
+    One boundary: a positive score is the second class, zero is the first.
+
+    >>> scores_to_index(np.array([-0.5, 0.0, 2.0]))
+    array([0, 0, 1])
+
+    One score per class: the highest wins (ties to the first).
+
+    >>> scores_to_index(np.array([[0.1, 0.7, 0.2], [3.0, 3.0, -1.0]]))
+    array([1, 0])
+
+    Turn indices into labels with ``classes.take(index)``.
     """
     if scores.ndim == 1:
         return (scores > 0).astype(np.intp)
@@ -339,7 +370,7 @@ class LDA:
     mean_decision: np.ndarray
 
 
-def lda(stats, shrinkage=None, priors=None):
+def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | None = None) -> LDA:
     """Linear discriminant analysis (scikit-learn's "eigen" solver) from summaries.
 
     Every solve is a Cholesky solve in the correlation basis of the
@@ -395,7 +426,7 @@ def lda(stats, shrinkage=None, priors=None):
     return LDA(*common, evecs[:, order], evals[order], *centred)
 
 
-def linear_decision(coef, intercept, X):
+def linear_decision(coef: np.ndarray, intercept: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``X @ coefᵀ + intercept``; a vector for one boundary, else (n, K).
 
     Only for boundaries near the origin: far from it this cancels digits;
@@ -405,7 +436,9 @@ def linear_decision(coef, intercept, X):
     return scores[:, 0] if scores.shape[1] == 1 else scores
 
 
-def centred_scores(coef, intercept, center, lda_result=None):
+def centred_scores(
+    coef: ArrayLike, intercept: ArrayLike, center: ArrayLike, lda_result: LDA | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of the centred decisions ``(c, A, a, d)`` for a linear classifier.
 
     ``(X - c) @ Aᵀ + a`` are scores fit for :func:`scores_to_index` and a
@@ -464,7 +497,8 @@ class QDA:
     log_det: np.ndarray | None = None
 
 
-def qda(stats, reg_param=0.0, priors=None, ddof=0):
+def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = None,
+        ddof: int = 0) -> QDA:
     """QDA with covariances ``(1-r)·M2_k/(n_k-ddof) + r·I``.
 
     ``ddof=0`` (maximum likelihood) matches scikit-learn ≥ 1.9's
@@ -506,12 +540,12 @@ def qda(stats, reg_param=0.0, priors=None, ddof=0):
     return QDA(stats.classes, pri, stats.means, rotations, scalings, whitening, log_det)
 
 
-def qda_log_posterior(model, X):
+def qda_log_posterior(model: QDA, X: ArrayLike) -> np.ndarray:
     """Unnormalised log posteriors (n, K), scikit-learn's ``_decision_function``."""
     X = np.asarray(X, dtype=np.float64)
     out = np.empty((X.shape[0], model.classes.shape[0]))
     for k in range(model.classes.shape[0]):
-        if model.whitening is not None:
+        if model.whitening is not None and model.log_det is not None:
             z = (X - model.means[k]) @ model.whitening[k]
             log_det = model.log_det[k]
         else:
@@ -521,7 +555,7 @@ def qda_log_posterior(model, X):
     return out + np.log(model.priors)
 
 
-def qda_predict_proba(model, X):
+def qda_predict_proba(model: QDA, X: ArrayLike) -> np.ndarray:
     """Class probabilities (n, K) under the QDA model."""
     scores = qda_log_posterior(model, X)
     scores -= scores.max(axis=1, keepdims=True)
@@ -530,14 +564,14 @@ def qda_predict_proba(model, X):
 
 
 # ---------------------------------------------------------- projection axes
-def unit_boundary(coef, intercept):
+def unit_boundary(coef: ArrayLike, intercept: ArrayLike) -> tuple[np.ndarray, float]:
     """A single boundary ``coef·x + intercept = 0`` as a unit normal ``w`` and offset ``b``."""
     coef = np.asarray(coef, dtype=np.float64).reshape(-1)
     norm = np.linalg.norm(coef)
     if not np.isfinite(norm) or norm == 0:
         msg = "the boundary's coefficient vector is zero or not finite"
         raise InputError(msg)
-    return coef / norm, float(np.asarray(intercept, dtype=np.float64).reshape(-1)[0]) / norm
+    return coef / norm, float(np.asarray(intercept, dtype=np.float64).reshape(-1)[0] / norm)
 
 
 def _orthonormal_columns(A):
@@ -546,7 +580,7 @@ def _orthonormal_columns(A):
     return Q * np.where(np.diag(R) < 0, -1.0, 1.0)
 
 
-def boundary_basis(coef, scalings=None):
+def boundary_basis(coef: ArrayLike, scalings: np.ndarray | None = None) -> np.ndarray:
     """Orthonormal directions ``W`` (p, r) that every decision boundary is a function of.
 
     One boundary (coef of shape (1, p)): ``W = coef/‖coef‖``. Several classes:
@@ -574,9 +608,10 @@ def _flip_signs(V):
     return V * np.sign(V[idx, np.arange(V.shape[1])])
 
 
-def boundary_axes(basis, scatter, n_components):
-    """Projection axes ``V`` (p, d): the boundary directions, then the best PCA
-    directions orthogonal to them.
+def boundary_axes(basis: np.ndarray, scatter: np.ndarray, n_components: int) -> np.ndarray:
+    """Projection axes ``V`` (p, d): the boundary directions, then the best PCA directions.
+
+    The PCA directions are orthogonal to the boundary directions.
 
     The extra axes are the top eigenvectors of ``P S P`` with ``P = I - WWᵀ``,
     computed in an explicit orthonormal complement of ``W`` so they are
@@ -604,7 +639,10 @@ def boundary_axes(basis, scatter, n_components):
     return np.hstack([basis, _flip_signs(complement @ top)])
 
 
-def projection_center(stats, w, b, center, mean_distance=None):
+def projection_center(
+    stats: "ClassStats", w: np.ndarray | None, b: float, center: str,
+    mean_distance: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Centre ``c`` and the scatter about the centring used for the axes.
 
     For one boundary ``w·x + b = 0`` the centre lies on the hyperplane, so the
@@ -640,13 +678,13 @@ def projection_center(stats, w, b, center, mean_distance=None):
     raise InputError(msg)
 
 
-def pca_axes(scatter, n_components=2):
+def pca_axes(scatter: np.ndarray, n_components: int = 2) -> np.ndarray:
     """Ordinary PCA: the top eigenvectors of a scatter matrix, as rows (n_components, p)."""
     _, evecs = linalg.eigh(scatter)
     return _flip_signs(evecs[:, ::-1][:, :n_components]).T
 
 
-def reconstruction_error(stats, components, center):
+def reconstruction_error(stats: "ClassStats", components: np.ndarray, center: np.ndarray) -> float:
     """``Σ_i ‖(x_i-c) - VVᵀ(x_i-c)‖²`` from summaries alone (V = componentsᵀ)."""
     dev = stats.mean - center
     scatter = stats.total + stats.n_samples * np.outer(dev, dev)

@@ -44,7 +44,9 @@ import os
 import posixpath
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import dask
 import dask.array as da
@@ -122,16 +124,16 @@ class Source:
     files: tuple = ()
 
     @property
-    def n_rows(self):
+    def n_rows(self) -> int:
         """Number of rows."""
         return int(self.X.shape[0])
 
     @property
-    def n_features(self):
+    def n_features(self) -> int:
         """Number of features (columns of X)."""
         return int(self.X.shape[1])
 
-    def key(self):
+    def key(self) -> dict[str, Any]:
         """What identifies this source in a ledger, whatever its rows: url, kind, x and y.
 
         Returns
@@ -143,7 +145,7 @@ class Source:
         x = list(self.x) if isinstance(self.x, tuple) else self.x
         return {"url": self.url, "kind": self.kind, "x": x, "y": self.label}
 
-    def fingerprint(self, rows=None):
+    def fingerprint(self, rows: int | None = None) -> str:
         """Digest of shape, dtypes and the first and last rows of the first ``rows`` rows.
 
         Reads at most two chunks (those holding the first and last
@@ -177,7 +179,7 @@ class Source:
             h.update(_bytes_of(np.asarray(part)))
         return h.hexdigest()
 
-    def identity(self):
+    def identity(self) -> dict[str, Any]:
         """A JSON-ready ledger entry: key, rows, dtypes and fingerprint.
 
         Returns
@@ -254,7 +256,8 @@ def _suffix_kind(path):
     return _EXTENSIONS.get(posixpath.splitext(name)[1])
 
 
-def expand(paths, storage_options=None):
+def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
+           storage_options: dict | None = None) -> list[str]:
     """Expand globs into a sorted, de-duplicated list of concrete inputs.
 
     Parameters
@@ -276,6 +279,21 @@ def expand(paths, storage_options=None):
     ------
     InputError
         A pattern matches nothing.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("day2.parquet", "day1.parquet", "notes.txt"):
+    ...     (folder / name).touch()
+    >>> [pathlib.Path(url).name for url in expand([folder / "day*.parquet", folder / "day1.parquet"])]
+    ['day1.parquet', 'day2.parquet']
+    >>> expand(folder / "week*.parquet")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    streamproj.errors.InputError: no input matches '.../week*.parquet'
+    >>> import shutil
+    >>> shutil.rmtree(folder)
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
@@ -324,8 +342,10 @@ def _detect(fs, path, spec):
 
 
 # ------------------------------------------------------------------ opening
-def open_sources(paths, x="X", y="y", features=None, label=None, require_y=True,
-                 storage_options=None, kind=None, chunk_rows=None):
+def open_sources(paths: str | os.PathLike | Iterable[str | os.PathLike], x: str = "X",
+                 y: str = "y", features: Iterable[str] | None = None, label: str | None = None,
+                 require_y: bool = True, storage_options: dict | None = None,
+                 kind: str | None = None, chunk_rows: int | None = None) -> list["Source"]:
     """Expand ``paths`` (globs allowed) and open every source; all must have the same features.
 
     Parameters are those of :func:`expand` and :func:`open_source`.
@@ -341,7 +361,7 @@ def open_sources(paths, x="X", y="y", features=None, label=None, require_y=True,
         A pattern matches nothing, a source cannot be opened, or two sources
         have different feature counts or names.
     """
-    out = []
+    out: list[Source] = []
     for url in expand(paths, storage_options):
         src = open_source(url, x, y, features, label, require_y, storage_options, kind, chunk_rows)
         if out and src.feature_names != out[0].feature_names:
@@ -354,8 +374,10 @@ def open_sources(paths, x="X", y="y", features=None, label=None, require_y=True,
     return out
 
 
-def open_source(spec, x="X", y="y", features=None, label=None, require_y=True,
-                storage_options=None, kind=None, chunk_rows=None):
+def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
+                features: Iterable[str] | None = None, label: str | None = None,
+                require_y: bool = True, storage_options: dict | None = None,
+                kind: str | None = None, chunk_rows: int | None = None) -> "Source":
     """Open one input lazily.
 
     Parameters
@@ -715,7 +737,9 @@ def _group_row_groups(groups, target):
     list of (list of int, int)
         Row-group indices and row count of each chunk.
     """
-    out, current, n = [], [], 0
+    out: list[tuple[list[int], int]] = []
+    current: list[int] = []
+    n = 0
     for i, rows in enumerate(groups):
         if rows == 0:
             continue
@@ -900,7 +924,7 @@ def _open_hdf5(ctx, inner, x, y):
                                       for a, m in zip(starts, lengths, strict=True)],
                     lengths, (p,), x_dtype, f"streamproj-read-hdf5-{ctx.url}:{xpath}")
     Y = None
-    if label is not None:
+    if label is not None and y_dtype is not None:
         text = y_dtype.kind == "O"
         Y = _lazy_array(_read_hdf5_rows, [(fs, ctx.path, label, a, a + m, text)
                                           for a, m in zip(starts, lengths, strict=True)],
@@ -1000,10 +1024,7 @@ def _open_xarray(ctx, x, features, label, label_given):
     rows = _target_rows(len(cols), ctx.chunk_rows, disk if not ctx.chunk_rows else 1)
     keep = ds[[*used, *([lab] if lab else [])]]
     keep = keep.chunk({d: (rows if d == row_dim else -1) for d in keep.dims})
-    if features is None:
-        X = keep[x].data
-    else:
-        X = da.stack([keep[v].data for v in used], axis=1)
+    X = keep[x].data if features is None else da.stack([keep[v].data for v in used], axis=1)
     if X.dtype.kind != "f":
         X = X.astype(np.float64)
     X = X.rechunk({1: -1})

@@ -12,15 +12,17 @@ missing label is a :class:`~streamproj.errors.BadValuesError` naming its row.
 
 import numbers
 import warnings
+from typing import Any
 
 import dask.array as da
 import numpy as np
 
-from .errors import BadValuesError, InputError
+from .errors import BadValuesError, InputError, StreamprojError
 
 __all__ = [
     "as_labels",
     "as_lazy_rows",
+    "check_n_features",
     "check_not_sparse",
     "is_dask_frame",
     "is_lazy",
@@ -47,7 +49,7 @@ def _sparse_kind(X):
     return None
 
 
-def check_not_sparse(X, name="X"):
+def check_not_sparse(X: Any, name: str = "X") -> None:
     """Raise :class:`InputError` (one line) if ``X`` is a sparse matrix or array."""
     kind = _sparse_kind(X)
     if kind is not None:
@@ -59,12 +61,52 @@ def check_not_sparse(X, name="X"):
         raise InputError(msg)
 
 
-def is_dask_frame(X):
+def check_n_features(n_features: int, expected: int, name: str = "X",
+                     fitted: str = "the model",
+                     error: type[StreamprojError] = InputError) -> None:
+    """Refuse rows whose number of features is not the one a model was fitted on.
+
+    The one wording of this error for every entry point (estimator, passes,
+    jobs), so the message names the rows and the model the same way everywhere.
+
+    Parameters
+    ----------
+    n_features : int
+        Features (columns) of the new rows.
+    expected : int
+        Features the model (or summary) was fitted on.
+    name : str
+        What to call the rows, e.g. ``"X"`` or ``"day2.zarr/X"``.
+    fitted : str
+        What to call the model, e.g. ``"the model"`` or ``"model runs/m"``.
+    error : type of StreamprojError
+        The error raised: :class:`~streamproj.errors.InputError` for rows,
+        :class:`~streamproj.errors.IncompatibleStatsError` for summaries.
+
+    Raises
+    ------
+    InputError
+        (or ``error``) when the counts differ.
+
+    Examples
+    --------
+    >>> check_n_features(3, 3)
+    >>> check_n_features(4, 3, name="day2.zarr/X", fitted="model runs/m")
+    Traceback (most recent call last):
+    ...
+    streamproj.errors.InputError: day2.zarr/X has 4 features but model runs/m was fitted on 3
+    """
+    if int(n_features) != int(expected):
+        msg = f"{name} has {int(n_features)} features but {fitted} was fitted on {int(expected)}"
+        raise error(msg)
+
+
+def is_dask_frame(X: Any) -> bool:
     """True for a dask DataFrame or Series (without importing dask.dataframe)."""
     return type(X).__module__.startswith("dask.dataframe") and hasattr(X, "npartitions")
 
 
-def is_lazy(X):
+def is_lazy(X: Any) -> bool:
     """True for inputs read chunk by chunk: dask arrays/DataFrames and chunked arrays (Zarr)."""
     if isinstance(X, da.Array) or is_dask_frame(X):
         return True
@@ -110,7 +152,7 @@ def _numeric_like(dtype):
     return numpy_dtype is not None and np.dtype(numpy_dtype).kind in "biuf"
 
 
-def as_lazy_rows(X, y=None):
+def as_lazy_rows(X: Any, y: Any = None) -> tuple[Any, Any, Any]:
     """Dask arrays of rows (and labels) from a lazy input, without reading the rows.
 
     A dask DataFrame becomes ``to_dask_array(lengths=...)``: one pass that
@@ -174,9 +216,8 @@ def _missing_mask(values):
         return np.asarray(pd.isna(values), dtype=bool)  # vectorised
     out = np.zeros(values.shape[0], dtype=bool)
     for i, v in enumerate(values):
-        if v is None or (isinstance(v, float | np.floating) and v != v):
-            out[i] = True
-        elif type(v).__name__ in ("NAType", "NaTType"):
+        if (v is None or (isinstance(v, float | np.floating) and v != v)
+                or type(v).__name__ in ("NAType", "NaTType")):
             out[i] = True
     return out
 
@@ -233,7 +274,7 @@ def _float_or_int(values, row_offset, name):
     return values
 
 
-def plain_labels(values, row_offset=0, name="y"):
+def plain_labels(values: np.ndarray, row_offset: int = 0, name: str = "y") -> np.ndarray:
     """A numpy label array of any dtype as a plain dtype (bool, int, float, 'U' or 'S').
 
     Parameters
@@ -327,7 +368,7 @@ def _one_column(shape, name):
     )
 
 
-def as_labels(y, name="y"):
+def as_labels(y: Any, name: str = "y") -> np.ndarray | da.Array:
     """Labels as a numpy array of a plain dtype, or a lazy dask array converted per chunk.
 
     Parameters

@@ -218,12 +218,13 @@ sys.exit(main({argv!r}))
 
 
 def kill_when_ready(script):
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    assert line.strip() == "READY", (line, proc.stderr.read())
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # ``with`` closes the pipes (left open they leak a ResourceWarning)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        line = proc.stdout.readline()
+        assert line.strip() == "READY", (line, proc.stderr.read())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.mark.slow

@@ -29,4 +29,5 @@ def test_python_blocks_run(path):
     if path.name == "sklearn.md":
         assert "['lda1', 'lda2', 'pc1']" in printed
         assert "True" in printed.split("\n")
-        assert "DataFrame ['lda1', 'lda2']" in printed and "(178, 2)" in printed
+        assert "DataFrame ['lda1', 'lda2']" in printed
+        assert "(178, 2)" in printed

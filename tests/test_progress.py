@@ -67,7 +67,8 @@ def test_local_bars_count_every_chunk(tmp_path, bars):
     coords = _project_into_zarr(tmp_path, X, 100, "local")
     np.testing.assert_allclose(coords, X[:, :2])
     pass1, pass2 = bars
-    assert pass1.desc == "pass 1: summaries" and pass2.desc == "pass 2: projection"
+    assert pass1.desc == "pass 1: summaries"
+    assert pass2.desc == "pass 2: projection"
     _assert_counted_every_chunk(pass1, 7)
     _assert_counted_every_chunk(pass2, 7)
 
@@ -76,12 +77,14 @@ def test_local_bar_is_real_tqdm_on_stderr(capsys):
     X, y = make_classes(n=300, p=3, seed=51)
     accumulate(X, y, chunk_rows=100, progress=True)
     err = capsys.readouterr().err
-    assert "pass 1: summaries: 100%" in err and "3/3" in err, err
+    assert "pass 1: summaries: 100%" in err, err
+    assert "3/3" in err, err
 
 
 def _forbid_progress_paths(monkeypatch):
     def forbidden(*args, **kwargs):
-        raise AssertionError("progress=False must be a plain dask.compute")
+        msg = "progress=False must be a plain dask.compute"
+        raise AssertionError(msg)
 
     for name in ("_open_bar", "_compute_on_client", "_LocalChunkBar"):
         monkeypatch.setattr(progress, name, forbidden)
@@ -102,7 +105,8 @@ def test_errors_close_the_bar_and_raise_the_tasks_error(bars):
     (bar,) = bars
     # pass 1 reports a chunk's error after the merge (so the first bad row of the whole
     # array is named), so every chunk may be counted; the bar must still be closed
-    assert bar.closed and bar.n <= bar.total
+    assert bar.closed
+    assert bar.n <= bar.total
 
 
 # ------------------------------------------------------------------ on a cluster
@@ -112,7 +116,7 @@ distributed = pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster:
+                                  host="127.0.0.1", dashboard_address=":0") as cluster:
         yield cluster
 
 
@@ -133,7 +137,8 @@ def test_cluster_bars_count_every_chunk(tmp_path, bars, cluster_client):
     X, y = make_classes(n=900, p=4, seed=54)
     local = accumulate(X, y, chunk_rows=100, progress=False, row_offset=0)
     stats = accumulate(X, y, chunk_rows=100, progress=True)
-    assert np.array_equal(stats.counts, local.counts) and np.allclose(stats.means, local.means)
+    assert np.array_equal(stats.counts, local.counts)
+    assert np.allclose(stats.means, local.means)
     coords = _project_into_zarr(tmp_path, X, 100, "cluster")
     np.testing.assert_allclose(coords, X[:, :2])
     pass1, pass2 = bars
@@ -148,7 +153,8 @@ def test_cluster_errors_close_the_bar_and_raise_the_tasks_error(bars, cluster_cl
     with pytest.raises(BadValuesError, match="row 250"):
         accumulate(X, y, chunk_rows=100, progress=True)
     (bar,) = bars
-    assert bar.closed and bar.n <= bar.total
+    assert bar.closed
+    assert bar.n <= bar.total
 
 
 @pytest.mark.parametrize("clients", ["one shared client", "a client each"])

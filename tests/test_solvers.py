@@ -108,7 +108,7 @@ def test_boundary_axes_are_orthonormal_and_start_with_w():
 def test_second_axis_is_the_in_memory_constrained_pca_and_beats_random_directions():
     X, y = make_coin(n=3000, p=8, seed=2)
     s = stats_of(X, y, "pooled")
-    w, b = solvers.unit_boundary(*[a for a in (solvers.lda(s).coef, solvers.lda(s).intercept)])
+    w, b = solvers.unit_boundary(solvers.lda(s).coef, solvers.lda(s).intercept)
     c, scatter = solvers.projection_center(s, w, b, "mean")
     u = solvers.boundary_axes(w[:, None], scatter, 2)[:, 1]
     assert abs(u @ w) < 1e-14

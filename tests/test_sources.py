@@ -202,8 +202,11 @@ def test_identity_is_stable_and_changes_with_the_edge_rows(inputs, data, tmp_pat
     a = sources.open_source(spec, **kw).identity()
     b = sources.open_source(spec, **{**kw, "chunk_rows": 150}).identity()
     assert a == b  # the fingerprint does not depend on the chunking
-    assert a["url"] == os.path.realpath(spec) and a["n_rows"] == N and a["y"] == "label"
-    assert a["x"] == COLS and a["dtype"] == "float64"
+    assert a["url"] == os.path.realpath(spec)
+    assert a["n_rows"] == N
+    assert a["y"] == "label"
+    assert a["x"] == COLS
+    assert a["dtype"] == "float64"
     for row in (0, N - 1):
         changed = _frame(X, y)
         changed.loc[row, "emb_3"] += 1e-9
@@ -274,7 +277,9 @@ def test_labels_are_optional_when_not_required(tmp_path, data):
     X, _ = data
     _parquet(tmp_path / "u.parquet", pd.DataFrame(X, columns=COLS))
     src = sources.open_source(tmp_path / "u.parquet", require_y=False)
-    assert src.y is None and src.label is None and src.identity()["y"] is None
+    assert src.y is None
+    assert src.label is None
+    assert src.identity()["y"] is None
     write_zarr(tmp_path / "u.zarr", X)
     assert sources.open_source(tmp_path / "u.zarr", require_y=False).y is None
     with pytest.raises(InputError, match=r"u\.parquet has no label column 'y'"):
@@ -294,7 +299,8 @@ def test_missing_input_and_unknown_format(tmp_path):
     assert _error(tmp_path / "gone.parquet") == f"no such input: {tmp_path / 'gone.parquet'}"
     (tmp_path / "blob.bin").write_bytes(b"\x00\x01junk")
     text = _error(tmp_path / "blob.bin")
-    assert str(tmp_path / "blob.bin") in text and "unknown input format" in text
+    assert str(tmp_path / "blob.bin") in text
+    assert "unknown input format" in text
     assert "unknown input kind 'excel'" in _error(tmp_path / "blob.bin", kind="excel")
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     assert "bad.parquet is not a readable Parquet file" in _error(tmp_path / "bad.parquet")
@@ -407,7 +413,8 @@ def test_object_store_sources_read_like_local_ones(s3, inputs, data):
     assert srcs[0].identity()["url"] == "s3://streamproj-test/days/day-0.parquet"
     folder = sources.open_source("s3://streamproj-test/days/", label="label",
                                  storage_options=options)
-    assert folder.url == "s3://streamproj-test/days" and len(folder.X.chunks[0]) == 4
+    assert folder.url == "s3://streamproj-test/days"
+    assert len(folder.X.chunks[0]) == 4
     csv = sources.open_source("s3://streamproj-test/t.csv", label="label", chunk_rows=300,
                               storage_options=options)
     h5 = sources.open_source("s3://streamproj-test/t.h5:/g/X", chunk_rows=300,
@@ -423,5 +430,6 @@ def test_compressed_csv_is_one_block(inputs, data, tmp_path):
     X, y = data
     _frame(X, y).to_csv(tmp_path / "t.csv.gz", index=False)
     src = sources.open_source(tmp_path / "t.csv.gz", label="label", chunk_rows=100)
-    assert src.kind == "csv" and src.X.chunks[0] == (N,)  # gzip cannot be split into blocks
+    assert src.kind == "csv"
+    assert src.X.chunks[0] == (N,)
     np.testing.assert_array_equal(src.X.compute(), X)

@@ -340,11 +340,11 @@ def test_unwritable_places_say_which_path(setup, capsys, tmp_path, monkeypatch, 
 
 def test_info_into_a_closed_pipe_exits_quietly(setup):
     d, *_ = setup
-    proc = subprocess.Popen([sys.executable, "-m", "streamproj", "info", str(d / "m")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proc.stdout.close()  # like `| head` that has read enough
-    err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0
+    with subprocess.Popen([sys.executable, "-m", "streamproj", "info", str(d / "m")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        proc.stdout.close()  # like `| head` that has read enough
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0
     assert err == b""
 
 
