@@ -615,8 +615,7 @@ def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progr
     attrs = outputs.frame_attrs(model, meta, model_path, ranges, n, keep, action)
     with store.output_group(out, overwrite=overwrite, attrs=attrs) as group:
         outputs.write_arrays(group, arrays, model, keep, progress)
-        if meta is not None:
-            store.write_output_frame(group, meta, model.stats_, model._solution())
+        store.write_output_frame(group, meta or model.to_meta(), model.stats_, model._solution())
 
 
 def _source_ranges(srcs):
@@ -725,6 +724,7 @@ def _append(state, frame, srcs, out, progress, clock):
             parts.append((src, start, entry))
     n_old = state["rows"]
     if not parts:
+        store.tidy_output(out)  # a job killed after its swap left the old copy behind
         return {"status": "projected", "output_action": "unchanged", "rows": n_old,
                 "rows_written": 0, "sources": reports}
     X, Y = outputs.concat_rows([(s, a) for s, a, _ in parts])

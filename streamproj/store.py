@@ -80,6 +80,7 @@ __all__ = [
     "read_output_frame",
     "read_summaries",
     "storage_errors",
+    "tidy_output",
     "timestamp",
     "write_bytes",
     "write_coordinate",
@@ -617,6 +618,15 @@ def _refuse_foreign(url):
 def _refuse_existing(url):
     msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it"
     raise OutputExistsError(msg)
+
+
+def tidy_output(url):
+    """Remove what killed writers left beside a local output (and its stale lock); no-op remotely."""
+    if not is_local(url):
+        return
+    dest = _real(url)
+    with _locked(url, "output"), storage_errors(f"output {url}"):
+        _recover(dest)
 
 
 def _refuse_append(url, kind):

@@ -192,7 +192,7 @@ def paused(folder, *args):
     original(folder, *args)
     if "{when}" == "before-swap":
         print("READY", flush=True); time.sleep(60)
-def half(folder, meta, stats, solution):
+def half(folder, meta, stats, solution, *rest):
     folder.mkdir(parents=True)
     (folder / "model.json").write_text("{{")
     print("READY", flush=True); time.sleep(60)
