@@ -131,11 +131,18 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
     All sources must have the same features; the error names both.
     """
     out = []
-    for url in expand(_specs(inputs)):
-        if allow_missing_chunks and _looks_zarr(url) and features is None and label is None:
-            src = _open_zarr_allowing_missing(url, x, y, require_y)
-        else:
-            src = open_source(url, x, y, features, label, require_y)
+    specs = _specs(inputs)
+    remote = next((s for s in specs if not store.is_local(s)), None)
+    options = None if remote is None else store.storage_options(remote)
+    with _unreadable(", ".join(specs)):
+        urls = expand(specs, options)
+    for url in urls:
+        with _unreadable(url):
+            if allow_missing_chunks and _looks_zarr(url) and features is None and label is None:
+                src = _open_zarr_allowing_missing(url, x, y, require_y)
+            else:
+                src = open_source(url, x, y, features, label, require_y,
+                                  None if store.is_local(url) else store.storage_options(url))
         if out and src.n_features != out[0].n_features:
             msg = (f"{src.names[0]} has {src.n_features} features but {out[0].names[0]} has "
                    f"{out[0].n_features}; every input must have the same features")
@@ -147,6 +154,22 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
             raise InputError(msg)
         out.append(src)
     return out
+
+
+@contextlib.contextmanager
+def _unreadable(where):
+    """An unreachable store or unreadable file becomes one InputError naming it."""
+    try:
+        yield
+    except StreamprojError:
+        raise
+    except Exception as exc:
+        if not isinstance(exc, OSError | RuntimeError | ValueError | KeyError | TypeError) and \
+                "botocore" not in type(exc).__module__ and "aiohttp" not in type(exc).__module__:
+            raise
+        text = " ".join(str(exc).split())[:300]
+        msg = f"cannot read {where}: {type(exc).__name__}: {text}"
+        raise InputError(msg) from None
 
 
 def _location(src):

@@ -80,6 +80,7 @@ __all__ = [
     "read_output_frame",
     "read_summaries",
     "storage_errors",
+    "storage_options",
     "tidy_output",
     "timestamp",
     "write_bytes",
@@ -169,6 +170,11 @@ def _storage_options(url, given=None):
                   "retries": {"max_attempts": 3, "mode": "standard"}}
         options["config_kwargs"] = {**config, **options.get("config_kwargs", {})}
     return options
+
+
+def storage_options(url):
+    """fsspec options streamproj uses for ``url`` (short timeouts on object stores)."""
+    return _storage_options(url)
 
 
 def _fs(url):
