@@ -8,8 +8,8 @@ Night i writes ``days/day-i.zarr`` (float32 X in zstd chunks of --chunk-rows row
 y; two Gaussian classes) and runs ``streamproj run nightly.toml``: the model is
 fitted on night 1 and updated with only the new store afterwards (the others are
 skipped by the ledger, without being read), and the output is appended to in its
-own frame (``[output] mode = "auto"``, rewritten only past --reproject-above
-degrees). Reported: the wall time of each night's job (not the data generation),
+own frame (``[output] mode = "append"``; ``--mode auto`` rewrites it past
+--reproject-above degrees). Reported: the wall time of each night's job (not the data generation),
 night N / night 2, the cost of one forced rewrite of the whole output, and the
 largest difference between the final output and a projection of every row in
 the frame the output records (must be <= 1e-12, relative to the coordinates' scale).
@@ -78,8 +78,9 @@ n_components = 2
 shrinkage = "{args.shrinkage}"
 [output]
 path = "projection.zarr"
-mode = "auto"
-reproject_above_degrees = {args.reproject_above}
+overwrite = true
+mode = "{args.mode}"
+{"" if args.mode == "append" else f"reproject_above_degrees = {args.reproject_above}"}
 [run]
 progress = false
 """)
@@ -189,7 +190,9 @@ def main(argv=None):
                         help="rows of the Parquet vs Zarr fit (0: skip it)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shrinkage", default="auto")
-    parser.add_argument("--reproject-above", type=float, default=1.0)
+    parser.add_argument("--mode", choices=["append", "auto", "rewrite"], default="append",
+                        help="[output] mode of the nightly job (default append: never rewrites)")
+    parser.add_argument("--reproject-above", type=float, default=1.0, help="degrees, for --mode auto")
     parser.add_argument("--dir", help="working folder (default: a temporary one, removed)")
     parser.add_argument("--json-out", help="also write the results here")
     args = parser.parse_args(argv)

@@ -28,6 +28,14 @@ place at the end — on Linux with one ``renameat2(RENAME_EXCHANGE)`` (atomic),
 elsewhere with two renames whose gap is repaired by the next writer (the old
 output is put back).
 
+*Appending to an output* (``project --append``) builds the new output the same
+way, from a copy of the old one: locally a folder of hard links to its chunk
+files (metadata files and each array's last, partial chunk are copied, so no
+write can reach the live output), on an object store a server-side copy of its
+current version. The copy is grown and swapped in like a new output, so a
+killed append leaves the output as it was, and costs O(files) links, not a
+rewrite of the rows.
+
 *Object-store output*: ``OUT/zarr.json`` is a pointer to a complete version
 ``OUT/v…/``; a new output is written under a fresh version prefix and the
 pointer (one small object) is switched last, so the old output stays readable
