@@ -250,7 +250,7 @@ def task_check(path, tmp):
         sample = X[rows].astype(np.float64)
         ours, exact = model.decision_function(sample), sample @ coef + intercept
         ref = LinearDiscriminantAnalysis(solver="eigen").fit(X, y)  # float32, as users would run it
-        coords = zarr.open_group(str(KEEP / "coords.zarr"), mode="r")["coords"]
+        coords = zarr.open_group(str(KEEP / "coords.zarr"), mode="r")["projection"]
         written = coords.get_orthogonal_selection((rows, slice(None)))
         expected = (sample - model.center_) @ model.components_.T
         return {

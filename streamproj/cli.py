@@ -36,25 +36,67 @@ def _common(p, compute=True):
                        help="run on this dask.distributed scheduler (e.g. tcp://host:8786)")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bars over chunks (default: on when stderr is a terminal)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (for schedulers) instead of text")
 
 
 def _input_args(p):
-    p.add_argument("--x", default="X", metavar="NAME", help="array of rows in INPUT (default: X)")
+    p.add_argument("--x", default="X", metavar="NAME",
+                   help="Zarr/HDF5 array of rows in INPUT (default: X); HDF5 also FILE.h5:/group/X")
     p.add_argument("--y", default="y", metavar="NAME", help="array of labels in INPUT (default: y)")
+    p.add_argument("--features", metavar="A,B,C|PATTERN",
+                   help="Parquet/CSV columns or xarray variables of the features (names or "
+                        "patterns such as 'emb_*'; default: every column but the label)")
+    p.add_argument("--label", metavar="COLUMN", help="Parquet/CSV column or xarray variable of the labels")
     p.add_argument("--allow-missing-chunks", action="store_true",
                    help="read a missing chunk file of INPUT as the fill value instead of refusing")
+
+
+def _window_args(p):
+    p.add_argument("--keep-last", type=_positive_int, metavar="N",
+                   help="sliding window: keep only the N newest sources (older ones are forgotten exactly)")
+    p.add_argument("--max-age", metavar="AGE",
+                   help="sliding window: forget sources first merged longer ago than AGE (e.g. 30d, 12h)")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"must be a whole number of at least 1; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _degrees(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        msg = f"must be a non-negative number of degrees; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+INPUTS_HELP = ("inputs: Zarr groups, Parquet files or folders, CSV, HDF5 (FILE.h5:/group/X), "
+               "NetCDF; paths or URLs, globs allowed ('events/day-*.zarr')")
 
 
 def build_parser():
     parser = _Parser(
         prog="streamproj",
-        description="Boundary-preserving projections of labelled Zarr data larger than memory.",
+        description="Boundary-preserving projections of labelled data larger than memory. "
+                    "Exit status: 0 success, 2 bad input or usage (one line on stderr), "
+                    "3 drift alert (run with alert_above_degrees), 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"streamproj {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("fit", help="summarise INPUT in one pass, solve, and save a model")
-    p.add_argument("input", metavar="INPUT", help="Zarr group (path or URL) with X and y")
+    p.add_argument("input", metavar="INPUT", nargs="+", help=INPUTS_HELP)
     p.add_argument("--model", required=True, metavar="MODEL", help="model directory to write")
     _input_args(p)
     p.add_argument("--n-components", type=int, default=2, metavar="D", help="projection axes (default 2)")
@@ -67,34 +109,62 @@ def build_parser():
     p.add_argument("--keep-class-scatter", action="store_true",
                    help="keep per-class scatter matrices (needed for QDA)")
     p.add_argument("--overwrite", action="store_true", help="refit over an existing model")
+    _window_args(p)
     _common(p)
     p.set_defaults(func=_fit)
 
-    p = sub.add_parser("update", help="merge the rows of INPUT that MODEL has not seen")
+    p = sub.add_parser("update", help="merge the rows of each INPUT that MODEL has not seen")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", nargs="+", help=INPUTS_HELP)
     _input_args(p)
     p.add_argument("--verify", action="store_true",
                    help="re-read rows merged before to check they are unchanged (slow)")
+    _window_args(p)
     _common(p)
     p.set_defaults(func=_update)
 
     p = sub.add_parser("project", help="write the projected coordinates of INPUT to Zarr")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", nargs="+", help=INPUTS_HELP)
     p.add_argument("--output", required=True, metavar="OUT", help="Zarr group to write")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    how.add_argument("--append", action="store_true",
+                     help="add only rows OUT does not hold yet, in OUT's own frame")
+    p.add_argument("--reproject-above", type=_degrees, metavar="DEG",
+                   help="with --append: rewrite OUT in the model's frame when the model moved "
+                        "more than DEG degrees from OUT's frame")
+    p.add_argument("--decision", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the decision values (default: when there are at most 16 classes)")
     _input_args(p)
     _common(p)
     p.set_defaults(func=_project)
 
+    p = sub.add_parser("forget", help="remove the rows of SOURCE from MODEL exactly")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("source", metavar="SOURCE", nargs="+",
+                   help="a source as given to update (globs match the model's ledger)")
+    _common(p, compute=False)
+    p.set_defaults(func=_forget)
+
+    p = sub.add_parser("merge", help="merge models fitted elsewhere into MODEL exactly")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("others", metavar="OTHER_MODEL", nargs="+")
+    _common(p, compute=False)
+    p.set_defaults(func=_merge)
+
     p = sub.add_parser("run", help="run a job from a TOML config: fit or update, then project")
     p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("--alert-above", type=_degrees, metavar="DEG",
+                   help="exit with status 3 when the boundary moved more than DEG degrees "
+                        "(overrides [run] alert_above_degrees)")
     _common(p)
     p.set_defaults(func=_run)
 
-    p = sub.add_parser("info", help="print a model's description as JSON")
-    p.add_argument("model", metavar="MODEL")
+    p = sub.add_parser("info", help="describe a model, or an output and its drift, as JSON")
+    p.add_argument("model", metavar="MODEL|OUT")
+    p.add_argument("--model", dest="against", metavar="MODEL",
+                   help="for an output: the model to measure drift against (default: the one it records)")
     _common(p)  # accepted like everywhere, though info reads no rows
     p.set_defaults(func=_info)
 
@@ -107,15 +177,33 @@ def build_parser():
     return parser
 
 
+def _emit(args, report, text):
+    """Print the report: one JSON object with --json, else the text lines."""
+    if getattr(args, "json", False):
+        print(json.dumps(report, default=str))
+    else:
+        print(text)
+
+
+def _inputs(args):
+    return {"x": args.x, "y": args.y, "features": args.features, "label": args.label,
+            "allow_missing_chunks": args.allow_missing_chunks}
+
+
 def _fit(args):
     params = {"n_components": args.n_components, "shrinkage": args.shrinkage,
               "center": args.center, "boundary": args.boundary,
               "keep_class_scatter": args.keep_class_scatter}
-    report = jobs.fit_model(args.input, args.model, args.x, args.y, params,
-                            overwrite=args.overwrite, progress=args.progress,
-                            allow_missing_chunks=args.allow_missing_chunks)
+    report = jobs.fit_model(args.input, args.model, params=params, overwrite=args.overwrite,
+                            progress=args.progress, keep_last=args.keep_last,
+                            max_age=args.max_age, **_inputs(args))
+    _emit(args, report, _describe_fit(report))
+
+
+def _describe_fit(report):
     counts = ", ".join(f"{c}: {n:,}" for c, n in zip(report["classes"], report["counts"], strict=True))
-    print(f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows ({counts})")
+    return (f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows "
+            f"of {len(report['sources'])} source{'s' if len(report['sources']) != 1 else ''} ({counts})")
 
 
 def _describe_update(report):
@@ -123,6 +211,11 @@ def _describe_update(report):
         return report["message"]
     parts = [f"updated {report['model']} ({report['version']}): +{report['rows_added']:,} rows, "
              f"{report['n_samples']:,} in all"]
+    skipped = [s for s in report.get("sources", []) if s["status"] == "skipped"]
+    if skipped:
+        parts.append(f"{len(skipped)} source{'s' if len(skipped) != 1 else ''} merged before, skipped")
+    if report.get("evicted"):
+        parts.append(f"forgot {len(report['evicted'])} source(s) outside the window")
     if report.get("new_classes"):
         parts.append(f"new classes: {', '.join(map(str, report['new_classes']))}")
     if "normal_angle_deg" in report:
@@ -135,39 +228,97 @@ def _describe_update(report):
 
 
 def _update(args):
-    print(_describe_update(jobs.update_model(args.model, args.input, args.x, args.y,
-                                             progress=args.progress, verify=args.verify,
-                                             allow_missing_chunks=args.allow_missing_chunks)))
+    report = jobs.update_model(args.model, args.input, progress=args.progress, verify=args.verify,
+                               keep_last=args.keep_last, max_age=args.max_age, **_inputs(args))
+    _emit(args, report, _describe_update(report))
+
+
+def _describe_project(report):
+    action = report.get("output_action", "written")
+    if action == "unchanged":
+        return f"{report['output']} unchanged: it holds all {report['rows']:,} rows already"
+    if action == "appended":
+        return (f"appended {report['rows_written']:,} rows to {report['output']} in its frame "
+                f"(drift {report['drift_deg']:.4g}°); {report['rows']:,} rows in all")
+    text = (f"wrote {report['output']}: projection ({report['rows']:,} x {report['n_components']}), "
+            "predicted")
+    if action == "rewritten":
+        text = f"rewrote {report['output']} in the model's frame ({report['reason']}): " + text.split(": ", 1)[1]
+    return text
 
 
 def _project(args):
-    report = jobs.project_model(args.model, args.input, args.output, args.x, args.y,
-                                overwrite=args.overwrite, progress=args.progress,
-                                allow_missing_chunks=args.allow_missing_chunks)
-    print(f"wrote {report['output']}: coords ({report['rows']:,} x {report['n_components']}), "
-          "decision, predicted")
+    if args.reproject_above is not None and not args.append:
+        msg = "--reproject-above applies to --append only"
+        raise InputError(msg)
+    report = jobs.project_model(args.model, args.input, args.output, overwrite=args.overwrite,
+                                progress=args.progress, mode="append" if args.append else "rewrite",
+                                reproject_above=args.reproject_above, decision=args.decision,
+                                **_inputs(args))
+    _emit(args, report, _describe_project(report))
+
+
+def _forget(args):
+    report = jobs.forget_sources(args.model, args.source)
+    text = (f"forgot {len(report['sources'])} source(s) ({report['rows_removed']:,} rows) from "
+            f"{report['model']} ({report['version']}); {report['n_samples']:,} rows remain")
+    _emit(args, report, text)
+
+
+def _merge(args):
+    report = jobs.merge_models(args.model, args.others)
+    text = (f"merged {len(report['models'])} model(s) into {report['model']} ({report['version']}): "
+            f"+{report['rows_added']:,} rows, {report['n_samples']:,} in all")
+    _emit(args, report, text)
+
+
+# Exit status of a job whose boundary moved more than its alert threshold.
+EXIT_ALERT = 3
 
 
 def _run(args):
     config = load_config(args.config)
-    if args.scheduler:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if args.scheduler:
         config = replace(config, dask=replace(config.dask, scheduler=args.scheduler, slurm=None))
+    if args.alert_above is not None:
+        config = replace(config, run=replace(config.run, alert_above_degrees=args.alert_above))
     progress = args.progress
     if progress is None:  # neither --progress nor --no-progress: the config, else the terminal
         progress = config.run.progress if config.run.progress is not None else sys.stderr.isatty()
-    for report in jobs.run_job(config, progress=progress):
-        if report["status"] in ("updated", "unchanged"):
-            print(_describe_update(report))
-        elif report["status"] == "fitted":
-            print(f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows")
+    report = jobs.run_job(config, progress=progress)
+    lines = []
+    for step in report["steps"]:
+        if step["command"] == "update":
+            lines.append(_describe_update(step))
+        elif step["command"] == "fit":
+            lines.append(_describe_fit(step))
         else:
-            print(f"wrote {report['output']}: coords ({report['rows']:,} x {report['n_components']})")
+            lines.append(_describe_project(step))
+    _emit(args, report, "\n".join(lines))
+    if report["alert"]:
+        sys.stdout.flush()
+        sys.stderr.write(f"streamproj: alert: {_one_line(report['alert'])}\n")
+        return EXIT_ALERT
+    return 0
 
 
 def _info(args):
-    print(json.dumps(jobs.model_info(args.model), indent=2))
+    if _is_output(args.model):
+        info = jobs.output_info(args.model, args.against)
+    else:
+        info = jobs.model_info(args.model)
+    print(json.dumps(info) if args.json else json.dumps(info, indent=2))
+
+
+def _is_output(path):
+    """True when ``path`` holds a streamproj output (a Zarr group) rather than a model directory."""
+    try:
+        store.open_output(path)
+    except StreamprojError:
+        return False
+    return True
 
 
 # What an image file matplotlib writes starts with; plot replaces no other file.
@@ -215,6 +366,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     sys.stderr.write(f"streamproj: warning: {_one_line(message)}\n")
 
 
+def _as_json(args):
+    """Commands that print text of their own: their lines become the ``message`` of one JSON object."""
+    import contextlib
+    import io
+    import time
+
+    buf, start = io.StringIO(), time.perf_counter()
+    with contextlib.redirect_stdout(buf):
+        code = args.func(args)
+    print(json.dumps({"command": args.command, "status": "ok",
+                      "message": buf.getvalue().strip(),
+                      "timings": {"total": round(time.perf_counter() - start, 4)},
+                      "versions": {"streamproj": __version__}}))
+    return code
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -228,8 +395,13 @@ def main(argv=None):
         # run takes its cluster from the config; info computes nothing
         scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None
         with dask_cluster(scheduler):
-            args.func(args)
+            if args.json and args.command in ("plot", "demo"):
+                code = _as_json(args)
+            else:
+                code = args.func(args)
         sys.stdout.flush()
+        if code:
+            return code
     except BrokenPipeError:
         _quiet_broken_pipe()
         return 0

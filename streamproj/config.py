@@ -5,8 +5,11 @@ output. Example::
 
     [input]
     path = "data.zarr"          # local path or any fsspec URL
-    x = "X"
+    # paths = ["events/day-*.zarr", "extra.parquet"]   # or several inputs, globs allowed
+    x = "X"                     # Zarr/HDF5 array of rows (HDF5 also "file.h5:/group/X")
     y = "y"
+    features = "emb_*"          # Parquet/CSV columns or xarray variables (names, patterns)
+    label = "label"             # their label column
     allow_missing_chunks = false  # true: read a missing chunk file as the fill value
 
     [model]
@@ -16,10 +19,15 @@ output. Example::
     shrinkage = "none"          # "none", "auto", "oas" or a number in [0, 1]
     center = "mean"             # or "hyperplane"
     boundary = "coef.json"      # optional: JSON/NPZ with coef and intercept
+    keep_last = 30              # optional sliding window: the newest 30 sources …
+    max_age = "30d"             # … and/or sources first merged less than 30 days ago
 
     [output]
-    path = "coords.zarr"        # optional: no projection when absent
-    overwrite = true
+    path = "projection.zarr"    # optional: no projection when absent
+    mode = "auto"               # "rewrite" (default), "append" or "auto"
+    reproject_above_degrees = 1.0  # append/auto: rewrite when the model moved more
+    decision = true             # optional: write decision (default: when K <= 16)
+    overwrite = true            # rewrite mode: replace an existing output
 
     [dask]
     scheduler = "tcp://10.0.0.5:8786"   # optional: a dask.distributed scheduler
@@ -33,23 +41,29 @@ output. Example::
 
     [run]
     progress = true
+    alert_above_degrees = 2.0   # exit status 3 when the boundary moved more
 """
 
 import tomllib
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from .errors import InputError, StreamprojError
+from .ledger import parse_age
 from .solvers import validate_shrinkage
 
-__all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfig", "SlurmConfig", "load_config"]
+__all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfig", "RunConfig",
+           "SlurmConfig", "load_config"]
 
 
 @dataclass(frozen=True)
 class InputConfig:
-    path: str
+    path: str | None = None
+    paths: list = field(default_factory=list)  # path, or several paths and globs (resolved)
     x: str = "X"
     y: str = "y"
+    features: str | list | None = None
+    label: str | None = None
     allow_missing_chunks: bool = False
 
 
@@ -62,13 +76,25 @@ class ModelConfig:
     center: str = "mean"
     boundary: str | None = None
     keep_class_scatter: bool = False
+    keep_last: int | None = None
+    max_age: str | None = None
 
 
 @dataclass(frozen=True)
 class OutputConfig:
     path: str | None = None
     overwrite: bool = False
-    input: str | None = None  # project another input than the one fitted (default: the same)
+    input: str | list | None = None  # project other inputs than those fitted (default: the same)
+    mode: str = "rewrite"
+    reproject_above_degrees: float | None = None
+    decision: bool | None = None
+
+    @property
+    def inputs(self):
+        """The inputs to project as a list (None: those of [input])."""
+        if self.input is None:
+            return None
+        return [self.input] if isinstance(self.input, str) else list(self.input)
 
 
 @dataclass(frozen=True)
@@ -93,6 +119,7 @@ class DaskConfig:
 @dataclass(frozen=True)
 class RunConfig:
     progress: bool | None = None
+    alert_above_degrees: float | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +133,7 @@ class JobConfig:
 
 
 _MODES = ("fit", "update", "auto")
+_OUTPUT_MODES = ("rewrite", "append", "auto")
 _CENTERS = ("mean", "hyperplane")
 
 
@@ -120,6 +148,8 @@ def _type_ok(value, annotation):
         str | float: (str, int, float),
         bool | None: (bool,),
         float | None: (int, float),
+        int | None: (int,),
+        str | list | None: (str, list),
     }[annotation]
     if isinstance(value, bool) and bool not in kinds:
         return False
@@ -129,7 +159,8 @@ def _type_ok(value, annotation):
 def _describe(annotation):
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
             list: "a list", str | None: "a string", str | float: "a string or a number",
-            bool | None: "true or false", float | None: "a number"}[annotation]
+            bool | None: "true or false", float | None: "a number", int | None: "an integer",
+            str | list | None: "a string or a list of strings"}[annotation]
 
 
 def _build(cls, table, where, file, nested=None):
@@ -218,12 +249,59 @@ def load_config(path):
     if built.get("dask") and built["dask"].timeout is not None and built["dask"].timeout <= 0:
         msg = f"{path}: [dask] timeout must be a positive number of seconds; got {built['dask'].timeout!r}"
         raise InputError(msg)
+    _check_extras(path, built)
     base = path.resolve().parent
     inp = built["input"]
-    built["input"] = InputConfig(_resolve(inp.path, base), inp.x, inp.y, inp.allow_missing_chunks)
+    paths = [_resolve(p, base) for p in ([inp.path] if inp.path else []) + list(inp.paths)]
+    built["input"] = replace(inp, path=paths[0], paths=paths)
     built["model"] = ModelConfig(**{**model.__dict__, "path": _resolve(model.path, base),
                                     "boundary": _resolve(model.boundary, base)})
     if "output" in built:
         out = built["output"]
-        built["output"] = OutputConfig(_resolve(out.path, base), out.overwrite, _resolve(out.input, base))
+        given = out.inputs
+        built["output"] = replace(out, path=_resolve(out.path, base),
+                                  input=None if given is None else [_resolve(p, base) for p in given])
     return JobConfig(**built, source=str(path))
+
+
+def _check_extras(path, built):
+    """Checks of the keys added for incremental jobs (inputs, windows, output modes, alerts)."""
+    inp = built["input"]
+    if not inp.path and not inp.paths:
+        msg = f"{path}: [input] needs 'path' or 'paths'"
+        raise InputError(msg)
+    for name, values in (("[input] paths", inp.paths), ("[output] input", None)):
+        if values is not None and not all(isinstance(v, str) for v in values):
+            msg = f"{path}: {name} must be a list of strings; got {values!r}"
+            raise InputError(msg)
+    if isinstance(inp.features, list) and not all(isinstance(v, str) for v in inp.features):
+        msg = f"{path}: [input] features must be a string or a list of strings; got {inp.features!r}"
+        raise InputError(msg)
+    model = built["model"]
+    if model.keep_last is not None and model.keep_last < 1:
+        msg = f"{path}: [model] keep_last must be at least 1; got {model.keep_last}"
+        raise InputError(msg)
+    if model.max_age is not None:
+        try:
+            parse_age(model.max_age, "[model] max_age")
+        except StreamprojError as exc:
+            msg = f"{path}: {exc}"
+            raise InputError(msg) from None
+    out = built.get("output")
+    if out is not None:
+        if out.mode not in _OUTPUT_MODES:
+            msg = (f"{path}: [output] mode must be one of {', '.join(map(repr, _OUTPUT_MODES))}; "
+                   f"got {out.mode!r}")
+            raise InputError(msg)
+        if out.reproject_above_degrees is not None and out.reproject_above_degrees < 0:
+            msg = (f"{path}: [output] reproject_above_degrees must be a non-negative number of "
+                   f"degrees; got {out.reproject_above_degrees!r}")
+            raise InputError(msg)
+        if isinstance(out.input, list) and not all(isinstance(v, str) for v in out.input):
+            msg = f"{path}: [output] input must be a string or a list of strings; got {out.input!r}"
+            raise InputError(msg)
+    run = built.get("run")
+    if run is not None and run.alert_above_degrees is not None and run.alert_above_degrees < 0:
+        msg = (f"{path}: [run] alert_above_degrees must be a non-negative number of degrees; "
+               f"got {run.alert_above_degrees!r}")
+        raise InputError(msg)

@@ -1,36 +1,55 @@
-"""Whole jobs on stored data: project to Zarr (and, in the CLI, fit and update).
+"""Whole jobs on stored data: fit, update, forget, merge, project, run.
 
-Each job glues the pure pieces together — :mod:`streamproj.store` for files,
-:mod:`streamproj.passes` for the Dask passes, the estimator for the math — so
-the command line stays a thin parser around these functions.
+Each job glues the pure pieces together — :mod:`streamproj.sources` to open
+inputs, :mod:`streamproj.ledger` to know which rows are new,
+:mod:`streamproj.store` for files, :mod:`streamproj.passes` and
+:mod:`streamproj.outputs` for the Dask passes, the estimator for the math — so
+the command line stays a thin parser around these functions. Every job
+returns a JSON-ready report (``--json`` prints it).
+
+The model keeps one summary per source (``summaries.npz`` beside its
+``stats.npz``): O(sources × (p² + K·p)) floats with the default pooled
+scatter, O(sources × K·p²) with per-class scatter — at p = 100 and two classes
+about 80 kB per source, read and rewritten by each update. That is what makes
+``forget`` and sliding windows exact: the remaining summaries are merged
+again (never subtracted).
 """
 
 import contextlib
-import hashlib
+import os
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
 from scipy.linalg import subspace_angles
 
-from . import store
+from . import ledger, outputs, store
+from ._version import __version__
 from .cluster import dask_cluster, require_sbatch
 from .errors import (
     ClusterError,
     IncompatibleStatsError,
     InputError,
+    ModelError,
     OutputExistsError,
     SourceChangedError,
     StorageError,
     StreamprojError,
 )
 from .estimator import BoundaryProjector, load
-from .passes import accumulate, as_dask_labels, as_dask_rows, project_blocks, store_projection
-from .solvers import scores_to_index, validate_shrinkage
+from .outputs import projection_arrays
+from .passes import accumulate, as_dask_labels, as_dask_rows
+from .solvers import validate_shrinkage
+from .sources import Source, expand, open_source
 
 __all__ = [
     "dask_cluster",
     "fit_model",
+    "forget_sources",
+    "merge_models",
     "model_info",
+    "output_info",
     "project",
     "project_model",
     "projection_arrays",
@@ -38,8 +57,8 @@ __all__ = [
     "update_model",
 ]
 
-# Rows read from each end of the merged range to notice a rewritten source.
-_EDGE_ROWS = 256
+#: ``[output] mode = "auto"`` rewrites past this drift (degrees) unless the config says otherwise.
+DEFAULT_REPROJECT_DEGREES = 1.0
 
 
 @contextlib.contextmanager
@@ -55,121 +74,147 @@ def _context(prefix):
         raise type(exc)(f"{prefix}: {text}") from None
 
 
-def _uniform_rows(X):
-    """Row chunks all of one size (but the last), as a Zarr chunk grid needs."""
-    first = X.chunks[0][0]
-    if all(c == first for c in X.chunks[0][:-1]) and X.chunks[0][-1] <= first:
-        return X
-    return X.rechunk((first, -1))
+class _Clock:
+    """Wall-clock seconds of a job's steps, for the report."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.steps = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - t, 4)
+
+    def report(self):
+        return {**self.steps, "total": round(time.perf_counter() - self.start, 4)}
 
 
-def projection_arrays(model, X, y=None, names=("X", "y")):
-    """Lazy output arrays of pass 2: coords, decision, predicted (and y).
-
-    Returns
-    -------
-    dict of name to (dask array, dimension names)
-    """
-    X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
-    coords = project_blocks(X, model.center_, model.components_, names[0])
-    coef = model.coef_
-    if coef.shape[0] == 1:
-        # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
-        decision = coords[:, 0] * np.linalg.norm(coef)
-        index = (decision > 0).astype(np.intp)
-        decision_dims = ("row",)
-    else:
-        # Centred forms: X @ coef.T + intercept itself cancels digits far from the origin.
-        decision = model.decision_function(X)
-        index = scores_to_index(model._scores(X))
-        decision_dims = ("row", "class")
-    classes = np.asarray(model.classes_)
-    predicted = index.map_blocks(classes.take, dtype=classes.dtype)
-    arrays = {
-        "coords": (coords, ("row", "component")),
-        "decision": (decision, decision_dims),
-        "predicted": (predicted, ("row",)),
-    }
-    if y is not None:
-        arrays["y"] = (as_dask_labels(y, X.chunks[0], names), ("row",))
-    return arrays
-
-
-def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
-            names=("X", "y")):
-    """Pass 2: write ``coords`` (n×d), ``decision``, ``predicted`` and ``y`` to a Zarr group.
-
-    The group is chunked like the input rows and carries the axes, centre,
-    classes and the model's identity in its attributes; its arrays have named
-    dimensions so ``xarray.open_zarr(out)`` gives a labelled dataset. Nothing
-    appears at ``out`` unless the whole pass succeeds.
-    """
-    model._check_fitted()
-    arrays = projection_arrays(model, X, y, names)
-    rows = arrays["coords"][0].chunks[0][0]
-    attrs = {
-        "streamproj": {
-            "model_id": model.model_id_,
-            "components": model.components_.tolist(),
-            "center": model.center_.tolist(),
-            "coef": model.coef_.tolist(),
-            "intercept": model.intercept_.tolist(),
-            "classes": np.asarray(model.classes_).tolist(),
-            "center_mode": model.center,
-            "shrinkage": model.shrinkage,
-            "source": source,
-            "written": store.timestamp(),
-        },
-        "axis_names": _axis_names(model),
-    }
-    with store.output_group(out, overwrite=overwrite, attrs=attrs) as group:
-        sources, targets = [], []
-        for name, (arr, dims) in arrays.items():
-            chunks = (rows, *tuple(arr.shape[1:]))
-            targets.append(store.create_output_array(group, name, arr.shape, chunks, arr.dtype, dims))
-            sources.append(arr.rechunk(chunks) if arr.chunks[0][0] != rows else arr)
-        store_projection(sources, targets, progress=progress, total=len(arrays["coords"][0].chunks[0]))
+def _versions(model_version=None):
+    out = {"streamproj": __version__}
+    if model_version is not None:
+        out["model"] = model_version
     return out
 
 
-def _axis_names(model):
-    d = model.components_.shape[0]
-    if model.coef_.shape[0] == 1:
-        first = ["signed distance to boundary"]
-    else:
-        first = [f"Fisher direction {i + 1}" for i in range(min(d, len(model.classes_) - 1))]
-    rest = [f"boundary-parallel PC {i + 1}" for i in range(d - len(first))]
-    return first + rest
+# ------------------------------------------------------------------ inputs
+def _specs(inputs):
+    if isinstance(inputs, str | os.PathLike):
+        return [os.fspath(inputs)]
+    return [os.fspath(i) for i in inputs]
 
 
+def _looks_zarr(url):
+    if str(url).rstrip("/").endswith(".zarr"):
+        return True
+    path = Path(str(url))
+    return store.is_local(url) and path.is_dir() and any(
+        (path / n).exists() for n in ("zarr.json", ".zgroup"))
 
-# ------------------------------------------------------------ stored jobs
-def _source_key(url, x, y):
-    return {"url": store.normalise(url), "x": x, "y": y}
+
+def _open_zarr_allowing_missing(url, x, y, require_y):
+    X, Y = store.open_input(url, x, y, require_y=require_y, allow_missing_chunks=True)
+    names = (f"{url}/{x}", f"{url}/{y}")
+    rows = as_dask_rows(X, None, names[0])
+    labels = None if Y is None else as_dask_labels(Y, rows.chunks[0], names)
+    return Source(spec=str(url), url=store.normalise(url), kind="zarr", X=rows, y=labels,
+                  feature_names=tuple(f"x{i}" for i in range(rows.shape[1])), x=x,
+                  label=None if Y is None else y, names=names)
 
 
-def _edge_fingerprint(X, y, rows):
-    """Digest of shape, dtype and the first and last merged rows of a source.
+def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
+                allow_missing_chunks=False):
+    """Expand globs and open every input as a :class:`~streamproj.sources.Source`.
 
-    Reading two small slices (not the data) notices a source that was
-    rewritten or truncated; ``verify=True`` re-reads all merged rows instead.
+    All sources must have the same features; the error names both.
     """
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{X.shape[1]}|{X.dtype}|{y.dtype}|{rows}".encode())
-    k = min(_EDGE_ROWS, rows)
-    for part in (X[:k], X[rows - k : rows], y[:k], y[rows - k : rows]):
-        h.update(np.ascontiguousarray(np.asarray(part)).tobytes())
-    return h.hexdigest()
+    out = []
+    specs = _specs(inputs)
+    remote = next((s for s in specs if not store.is_local(s)), None)
+    options = None if remote is None else store.storage_options(remote)
+    with _unreadable(", ".join(specs)):
+        urls = expand(specs, options)
+    for url in urls:
+        with _unreadable(url):
+            if allow_missing_chunks and _looks_zarr(url) and features is None and label is None:
+                src = _open_zarr_allowing_missing(url, x, y, require_y)
+            else:
+                src = open_source(url, x, y, features, label, require_y,
+                                  None if store.is_local(url) else store.storage_options(url))
+        if out and src.n_features != out[0].n_features:
+            msg = (f"{src.names[0]} has {src.n_features} features but {out[0].names[0]} has "
+                   f"{out[0].n_features}; every input must have the same features")
+            raise InputError(msg)
+        if out and src.kind == out[0].kind and src.feature_names != out[0].feature_names:
+            msg = (f"{src.names[0]} has features {', '.join(src.feature_names[:8])}… but "
+                   f"{out[0].names[0]} has {', '.join(out[0].feature_names[:8])}…; every input "
+                   "must have the same features")
+            raise InputError(msg)
+        out.append(src)
+    return out
 
 
-def _open(url, x, y, require_y=True, allow_missing_chunks=False):
-    with _context(str(url)):
-        return store.open_input(url, x, y, require_y=require_y,
-                                allow_missing_chunks=allow_missing_chunks)
+@contextlib.contextmanager
+def _unreadable(where):
+    """An unreachable store or unreadable file becomes one InputError naming it."""
+    try:
+        yield
+    except StreamprojError:
+        raise
+    except Exception as exc:
+        if not isinstance(exc, OSError | RuntimeError | ValueError | KeyError | TypeError) and \
+                "botocore" not in type(exc).__module__ and "aiohttp" not in type(exc).__module__:
+            raise
+        text = " ".join(str(exc).split())[:300]
+        msg = f"cannot read {where}: {type(exc).__name__}: {text}"
+        raise InputError(msg) from None
 
 
-def _names(url, x, y):
-    return (f"{url}/{x}", f"{url}/{y}")
+def _location(src):
+    """The file or folder of a source (an HDF5 dataset path dropped), for overlap checks."""
+    url = src.url
+    if src.kind == "hdf5":
+        cut = url.rfind(":/")
+        if cut > url.find("://") + 2:
+            url = url[:cut]
+    return url
+
+
+def _check_features(src, model, model_path):
+    if src.n_features != model.n_features_in_:
+        msg = (f"{src.names[0]} has {src.n_features} features but model {model_path} was fitted on "
+               f"{model.n_features_in_}")
+        raise IncompatibleStatsError(msg)
+
+
+def _plain(stats):
+    """A copy of a summary without batch stamps: sources merge by the ledger, not by stamps."""
+    out = stats.copy()
+    if hasattr(out, "batches"):
+        out.batches = {}
+    return out
+
+
+def _merge_all(summaries):
+    """Merge summaries in the order given (plain arithmetic); None for none."""
+    total = None
+    for s in summaries:
+        total = _plain(s) if total is None else total + _plain(s)
+    return total
+
+
+def _summarise(src, start, detail, progress):
+    stop = src.n_rows
+    y = src.y
+    if y is None:
+        msg = f"{src.names[1]} is missing: fitting and updating need labels"
+        raise InputError(msg)
+    with _context(src.spec):
+        return _plain(accumulate(src.X[start:stop], y[start:stop], detail, progress=progress,
+                                 row_offset=start, names=src.names))
 
 
 def _boundary_file(params):
@@ -178,47 +223,90 @@ def _boundary_file(params):
     return str(boundary) if isinstance(boundary, str | Path) else None
 
 
-def _check_boundary_file(path, X, names):
+def _check_boundary_file(path, n_features, name):
     """A boundary file's coefficients must match the data; the error names the file."""
     coef = store.read_boundary(path)["coef"]
     p = coef.shape[-1]
-    if p != X.shape[1]:
-        msg = (f"{path}: the boundary has {p} coefficients per row but {names[0]} has "
-               f"{X.shape[1]} features; give a boundary fitted on these features")
+    if p != n_features:
+        msg = (f"{path}: the boundary has {p} coefficients per row but {name} has "
+               f"{n_features} features; give a boundary fitted on these features")
         raise InputError(msg)
 
 
-def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
-              progress=False, allow_missing_chunks=False):
-    """Fit a new model from a Zarr input and save it; returns a report dict."""
-    store.check_disjoint(("input", input_url), ("boundary file", _boundary_file(params)),
-                         ("model", model_path))
+def _read(model_path):
+    with _context(str(model_path)):
+        meta, stats, solution = store.read_model(model_path)
+        summaries = store.read_summaries(model_path, meta["version"])
+    return meta, stats, solution, summaries
+
+
+def _feature_meta(model, meta, srcs):
+    names = meta.get("feature_names") if meta else None
+    if names is None and srcs and srcs[0].kind != "zarr":
+        names = list(srcs[0].feature_names)
+    return {"feature_names": names} if names else {}
+
+
+# -------------------------------------------------------------------- fit
+def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, progress=False,
+              allow_missing_chunks=False, features=None, label=None, keep_last=None, max_age=None):
+    """Fit a new model from one or more inputs (globs allowed) and save it; returns a report."""
+    clock = _Clock()
+    with clock("open"):
+        srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
+    store.check_disjoint(*[("input", _location(s)) for s in srcs],
+                         ("boundary file", _boundary_file(params)), ("model", model_path))
     with store.model_lock(model_path):
         existing = _existing_model(model_path)
         if existing is not False and not overwrite:
             msg = (f"model {model_path} exists; use 'streamproj update' to merge new rows, "
                    "or --overwrite to refit from scratch")
             raise OutputExistsError(msg)
-        X, Y = _open(input_url, x, y, allow_missing_chunks=allow_missing_chunks)
-        names = _names(input_url, x, y)
         if _boundary_file(params):
-            _check_boundary_file(_boundary_file(params), X, names)
+            _check_boundary_file(_boundary_file(params), srcs[0].n_features, srcs[0].names[0])
         model = BoundaryProjector(**(params or {}), progress=progress)
-        with _context(str(input_url)):
-            model.fit_stats(accumulate(X, Y, model.summary_detail(), progress=progress,
-                                       names=names))
-        source = {**_source_key(input_url, x, y), "rows": int(X.shape[0]),
-                  "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": store.timestamp(),
-                  "batches": [_batch_record(model.stats_, 0, X.shape[0])]}
-        history = [{"event": "fit", "time": store.timestamp(), "rows_added": int(X.shape[0]),
-                    "n_samples": model.stats_.n_samples, "source": source["url"]}]
-        # Refitting over an existing model writes a new version of it (atomic, like an update).
-        version = store.write_model(model_path, model.to_meta({"sources": [source], "history": history}),
-                                    model.stats_, model._solution(),
-                                    base=existing or None)
-    return {"status": "fitted", "model": str(model_path), "version": version,
-            "rows": int(X.shape[0]), "classes": model.classes_.tolist(),
-            "counts": model.stats_.counts.tolist(), "model_id": model.model_id_}
+        detail = model.summary_detail()
+        summaries, entries, reports = {}, [], []
+        with clock("pass1"):
+            for src in srcs:
+                batch = _summarise(src, 0, detail, progress)
+                sid = ledger.new_id(entries)
+                summaries[sid] = batch
+                entries.append(ledger.record(src, src.n_rows, sid=sid,
+                                             batch=(0, src.n_rows, batch.fingerprint())))
+                reports.append({"url": src.url, "status": "merged", "rows_merged": src.n_rows,
+                                "rows_skipped": 0})
+        entries, evicted = _apply_window(entries, keep_last, max_age)
+        summaries = {e["id"]: summaries[e["id"]] for e in entries}
+        with clock("solve"), _context(srcs[0].spec):
+            model.fit_stats(_merge_all(summaries[e["id"]] for e in entries))
+        n = int(sum(s.n_rows for s in srcs))
+        history = [{"event": "fit", "time": store.timestamp(), "rows_added": n,
+                    "n_samples": model.stats_.n_samples,
+                    "sources": [e["url"] for e in entries], "evicted": [e["url"] for e in evicted]}]
+        with clock("write"):
+            version = store.write_model(
+                model_path,
+                model.to_meta({"sources": entries, "history": history, **_feature_meta(model, None, srcs)}),
+                model.stats_, model._solution(), base=existing or None, summaries=summaries)
+    return {"command": "fit", "status": "fitted", "model": str(model_path), "version": version,
+            "rows": n, "classes": model.classes_.tolist(), "counts": model.stats_.counts.tolist(),
+            "model_id": model.model_id_, "sources": reports,
+            "evicted": [e["url"] for e in evicted], "timings": clock.report(),
+            "versions": _versions(version)}
+
+
+def _apply_window(entries, keep_last, max_age):
+    """``(kept, evicted)`` entries of a sliding window (see :func:`ledger.to_evict`)."""
+    if keep_last is None and max_age is None:
+        return entries, []
+    evicted = ledger.to_evict(entries, keep_last, max_age)
+    gone = {id(e) for e in evicted}
+    kept = [e for e in entries if id(e) not in gone]
+    if not kept:
+        msg = "the window (keep_last / max_age) leaves no source in the model; widen it"
+        raise InputError(msg)
+    return kept, evicted
 
 
 def _existing_model(model_path):
@@ -240,8 +328,9 @@ def _existing_model(model_path):
     return meta["version"]
 
 
+# ------------------------------------------------------------------ drift
 def _drift(old, new):
-    """How far an update moved the model: normal angle and principal angles, in degrees."""
+    """How far the model moved: normal angle and principal angles, in degrees."""
     out = {}
     if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
         # atan2(sine, cosine): arccos of a cosine near 1 loses half the digits of a small angle.
@@ -258,129 +347,452 @@ def _drift(old, new):
     return out
 
 
-def update_model(model_path, input_url, x="X", y="y", progress=False, verify=False,
-                 allow_missing_chunks=False):
-    """Merge the rows of a source that the model has not seen; returns a report dict.
+def _boundary_drift(drift):
+    """The largest angle the boundary moved (normal, or boundary directions), degrees; None if unknown."""
+    angles = [drift["normal_angle_deg"]] if "normal_angle_deg" in drift else []
+    angles += drift.get("boundary_angles_deg", [])
+    return max(angles) if angles else None
 
-    Rows merged before (same resolved URL and arrays, per the model's ledger of
-    sources) are skipped, so the same update twice changes nothing and an
-    appended array merges only its new rows. A source whose merged rows
-    changed is refused with the model untouched.
+
+def _frame_drift(frame, model):
+    """``(degrees, why)``: the largest angle between an output's frame and the model (inf: incompatible)."""
+    if frame.n_features_in_ != model.n_features_in_:
+        return float("inf"), "the model has other features"
+    if frame.components_.shape != model.components_.shape:
+        return float("inf"), "the model has another number of axes"
+    if np.asarray(frame.classes_).tolist() != np.asarray(model.classes_).tolist():
+        return float("inf"), "the model's classes changed"
+    d = _drift(frame, model)
+    angles = [d.get("normal_angle_deg", 0.0), *d.get("boundary_angles_deg", []),
+              *d.get("axes_angles_deg", [])]
+    return float(max(angles)), None
+
+
+# ----------------------------------------------------------------- update
+def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
+                 allow_missing_chunks=False, features=None, label=None, keep_last=None,
+                 max_age=None):
+    """Merge the rows of each source that the model has not seen; returns a report.
+
+    Sources merged before (same resolved URL and arrays or columns, per the
+    model's ledger) are skipped, a grown source merges only its new rows, a
+    source whose merged rows changed is refused with the model untouched.
+    ``keep_last`` / ``max_age`` then drop the oldest sources exactly.
     """
-    store.check_disjoint(("input", input_url), ("model", model_path))
+    clock = _Clock()
+    with clock("open"):
+        srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
+    store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
     with store.model_lock(model_path):
-        with _context(str(model_path)):
-            meta, stats, solution = store.read_model(model_path)
+        meta, stats, solution, summaries = _read(model_path)
         old = BoundaryProjector.from_saved(meta, stats, solution)
-        X, Y = _open(input_url, x, y, allow_missing_chunks=allow_missing_chunks)
-        names = _names(input_url, x, y)
-        if X.shape[1] != old.n_features_in_:
-            msg = (f"{names[0]} has {X.shape[1]} features but model {model_path} was fitted on "
-                   f"{old.n_features_in_}")
-            raise IncompatibleStatsError(msg)
-        rows = as_dask_rows(X, name=names[0])
-        labels = as_dask_labels(Y, rows.chunks[0], names)
-        key = _source_key(input_url, x, y)
-        sources = list(meta.get("sources", []))
-        record = next((s for s in sources if all(s[k] == key[k] for k in key)), None)
-        start = record["rows"] if record else 0
-        if record:
-            if X.shape[0] < start:
-                msg = (f"{names[0]} has {X.shape[0]} rows but {start} were merged before: rows were "
-                       "removed; refit the model from its sources")
-                raise SourceChangedError(msg)
-            if _edge_fingerprint(X, Y, start) != record["edges"]:
-                msg = (f"the first {start} rows of {names[0]} (merged on {record['merged']}) have "
-                       "changed since; refit the model, or write new rows to a new array")
-                raise SourceChangedError(msg)
-            if verify:
-                _verify_rows(old, rows, labels, record, names, progress)
-        n_new = int(X.shape[0]) - start
-        if n_new == 0:
-            return {"status": "unchanged", "model": str(model_path), "version": meta["version"],
-                    "rows_added": 0,
-                    "message": f"{input_url}: all {start} rows were merged before; model unchanged"}
-        with _context(str(input_url)):
-            batch = accumulate(rows[start:], labels[start:], old.summary_detail(), progress=progress,
-                               row_offset=start, names=names)
+        entries = [dict(e) for e in meta.get("sources", [])]
+        reports, batches = [], []
+        fix = "refit the model from its sources, or write new rows to a new source"
+        for src in srcs:
+            _check_features(src, old, model_path)
+            entry = ledger.find(entries, src.key())
+            with clock("check"):
+                start = ledger.held_rows(entry, src, f"model {model_path}", fix)
+            if verify and entry:
+                with clock("verify"):
+                    _verify_rows(old, src, entry, progress)
+            if start == src.n_rows:
+                reports.append({"url": src.url, "status": "skipped", "rows_merged": 0,
+                                "rows_skipped": start})
+                continue
+            with clock("pass1"):
+                batch = _summarise(src, start, old.summary_detail(), progress)
+            sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
+            if sid is not None:
+                summaries[sid] = summaries[sid] + batch if sid in summaries else batch
+            new_entry = ledger.record(src, src.n_rows, previous=entry, sid=sid,
+                                      batch=(start, src.n_rows, batch.fingerprint()))
+            if entry is None:
+                entries.append(new_entry)
+            else:
+                entries[entries.index(entry)] = new_entry
+            batches.append(batch)
+            reports.append({"url": src.url, "status": "grown" if start else "merged",
+                            "rows_merged": src.n_rows - start, "rows_skipped": start})
+        kept, evicted = _apply_window(entries, keep_last, max_age)
+        n_new = sum(r["rows_merged"] for r in reports)
+        base = {"command": "update", "model": str(model_path), "sources": reports,
+                "evicted": [e["url"] for e in evicted]}
+        if not batches and not evicted:
+            held = sum(r["rows_skipped"] for r in reports)
+            return {**base, "status": "unchanged", "version": meta["version"], "rows_added": 0,
+                    "n_samples": stats.n_samples, "drift_deg": 0.0,
+                    "message": f"{', '.join(s.spec for s in srcs)}: all {held} rows were merged "
+                               "before; model unchanged",
+                    "timings": clock.report(), "versions": _versions(meta["version"])}
         new = BoundaryProjector.from_saved(meta, stats, solution)
-        with _context(str(input_url)):
-            new.partial_fit_stats(batch)
+        with clock("solve"), _context(srcs[0].spec):
+            if evicted:
+                new.fit_stats(_remaining(kept, summaries, model_path))
+            else:
+                new.partial_fit_stats(_merge_all(batches))
+        summaries = {e["id"]: summaries[e["id"]] for e in kept if e.get("id") in summaries}
         added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
         drift = _drift(old, new)
-        entry = {**key, "rows": int(X.shape[0]), "edges": _edge_fingerprint(X, Y, X.shape[0]),
-                 "merged": store.timestamp(),
-                 "batches": [*(record or {}).get("batches", []), _batch_record(batch, start, X.shape[0])]}
-        sources = [s for s in sources if s is not record] + [entry]
         history = [*meta.get("history", []), {
-            "event": "update", "time": store.timestamp(), "source": key["url"], "rows_added": n_new,
-            "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift}]
-        version = store.write_model(model_path, new.to_meta({"sources": sources, "history": history}),
-                                    new.stats_, new._solution(), base=meta["version"])
-    return {"status": "updated", "model": str(model_path), "version": version,
-            "rows_added": n_new, "n_samples": new.stats_.n_samples,
-            "new_classes": added_classes, **drift}
+            "event": "update", "time": store.timestamp(),
+            "sources": [r["url"] for r in reports if r["rows_merged"]], "rows_added": n_new,
+            "n_samples": new.stats_.n_samples, "new_classes": added_classes,
+            "evicted": base["evicted"], **drift}]
+        with clock("write"):
+            version = store.write_model(
+                model_path, new.to_meta({"sources": kept, "history": history,
+                                         **_feature_meta(new, meta, srcs)}),
+                new.stats_, new._solution(), base=meta["version"], summaries=summaries)
+    return {**base, "status": "updated", "version": version, "rows_added": n_new,
+            "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
+            "drift_deg": _boundary_drift(drift), "timings": clock.report(),
+            "versions": _versions(version)}
 
 
-def _batch_record(stats, start, stop):
-    """The row range of a merged batch and the fingerprint of its summary."""
-    return {"start": int(start), "stop": int(stop), "fingerprint": stats.fingerprint()}
+def _remaining(entries, summaries, model_path):
+    """The exact summary of the rows of ``entries``: their per-source summaries merged again."""
+    lacking = [e["url"] for e in entries if e.get("id") not in summaries]
+    if lacking:
+        msg = (f"model {model_path} has no per-source summary of {lacking[0]} (merged by "
+               "streamproj 0.1), so it cannot drop sources exactly; refit it from its sources")
+        raise ModelError(msg)
+    return _merge_all(summaries[e["id"]] for e in entries)
 
 
-def _verify_rows(model, rows, labels, record, names, progress):
+def _verify_rows(model, src, entry, progress):
     """Re-read every merged row range and check it summarises exactly as when it was merged.
 
     Pass 1 is deterministic for a given chunking (a fixed merge tree, one BLAS
     thread per task), so an unchanged range gives the same fingerprint bit for bit.
     """
-    for batch in record.get("batches", []):
+    for batch in entry.get("batches", []):
         a, b = batch["start"], batch["stop"]
-        with _context(names[0]):
-            again = accumulate(rows[a:b], labels[a:b], model.summary_detail(), progress=progress,
-                               row_offset=a, names=names)
+        with _context(src.names[0]):
+            again = accumulate(src.X[a:b], src.y[a:b], model.summary_detail(), progress=progress,
+                               row_offset=a, names=src.names)
         if again.fingerprint() != batch["fingerprint"]:
-            msg = (f"rows {a}..{b - 1} of {names[0]} (merged on {record['merged']}) have changed "
+            msg = (f"rows {a}..{b - 1} of {src.names[0]} (merged on {entry['merged']}) have changed "
                    "since; refit the model from its sources")
             raise SourceChangedError(msg)
 
 
-def _verify_rows(model, rows, labels, record, names, progress):
-    """Re-read every merged row range and check it summarises exactly as when it was merged.
+# ----------------------------------------------------------------- forget
+def forget_sources(model_path, patterns):
+    """Remove sources from a model exactly: the other sources' summaries are merged again.
 
-    Pass 1 is deterministic for a given chunking (a fixed merge tree, one BLAS
-    thread per task), so an unchanged range gives the same fingerprint bit for bit.
+    ``patterns``: source locations as given to ``update`` (globs match the
+    URLs in the ledger, so a deleted file can still be forgotten).
     """
-    for batch in record.get("batches", []):
-        a, b = batch["start"], batch["stop"]
-        with _context(names[0]):
-            again = accumulate(rows[a:b], labels[a:b], model.summary_detail(), progress=progress,
-                               row_offset=a, names=names)
-        if again.fingerprint() != batch["fingerprint"]:
-            msg = (f"rows {a}..{b - 1} of {names[0]} (merged on {record['merged']}) have changed "
-                   "since; refit the model from its sources")
-            raise SourceChangedError(msg)
+    clock = _Clock()
+    patterns = _specs(patterns)
+    with store.model_lock(model_path):
+        meta, stats, solution, summaries = _read(model_path)
+        entries = list(meta.get("sources", []))
+        gone = []
+        for pattern in patterns:
+            found = ledger.matching(entries, pattern)
+            if not found:
+                listed = ", ".join(str(e.get("url")) for e in entries[:10]) or "none"
+                msg = f"model {model_path} holds no source {pattern} (its sources: {listed})"
+                raise InputError(msg)
+            gone += [e for e in found if e not in gone]
+        kept = [e for e in entries if e not in gone]
+        if not kept:
+            msg = (f"forgetting {', '.join(patterns)} would leave model {model_path} without rows; "
+                   "delete the model instead")
+            raise InputError(msg)
+        for e in gone:
+            if e.get("id") not in summaries:
+                _remaining([e], summaries, model_path)
+        old = BoundaryProjector.from_saved(meta, stats, solution)
+        new = BoundaryProjector.from_saved(meta, stats, solution)
+        with clock("solve"), _context(str(model_path)):
+            new.fit_stats(_remaining(kept, summaries, model_path))
+        drift = _drift(old, new)
+        history = [*meta.get("history", []), {
+            "event": "forget", "time": store.timestamp(), "sources": [e["url"] for e in gone],
+            "rows_removed": int(sum(e["rows"] for e in gone)), "n_samples": new.stats_.n_samples,
+            **drift}]
+        with clock("write"):
+            version = store.write_model(
+                model_path, new.to_meta({"sources": kept, "history": history,
+                                         **_feature_meta(new, meta, [])}),
+                new.stats_, new._solution(), base=meta["version"],
+                summaries={e["id"]: summaries[e["id"]] for e in kept})
+    return {"command": "forget", "status": "forgotten", "model": str(model_path), "version": version,
+            "sources": [{"url": e["url"], "status": "forgotten", "rows_removed": e["rows"]} for e in gone],
+            "rows_removed": int(sum(e["rows"] for e in gone)), "n_samples": new.stats_.n_samples,
+            **drift, "drift_deg": _boundary_drift(drift), "timings": clock.report(),
+            "versions": _versions(version)}
 
 
-def project_model(model_path, input_url, out, x="X", y="y", overwrite=False, progress=False,
-                  allow_missing_chunks=False):
-    """Project a Zarr input with a saved model into a Zarr output group."""
-    store.check_disjoint(("input", input_url), ("model", model_path), ("output", out))
+# ------------------------------------------------------------------ merge
+def _features_of(meta):
+    if meta.get("feature_names"):
+        return list(meta["feature_names"])
+    firsts = [e.get("features") for e in meta.get("sources", []) if e.get("kind", "zarr") != "zarr"]
+    return firsts[0] if firsts and firsts[0] else None
+
+
+def merge_models(model_path, others):
+    """Merge models fitted elsewhere into ``model_path`` exactly, keeping every source's provenance.
+
+    Refuses models with other features or summary detail, and sources that
+    two models share (the same location and arrays, or the same rows by
+    fingerprint) — merging them would count their rows twice.
+    """
+    clock = _Clock()
+    others = _specs(others)
+    store.check_disjoint(("model", model_path), *[(f"model to merge #{i + 1}", o)
+                                                  for i, o in enumerate(others)])
+    loaded = []
+    for other in others:
+        meta, stats, solution, summaries = _read(other)
+        loaded.append((other, meta, stats, summaries))
+    with store.model_lock(model_path):
+        meta, stats, solution, summaries = _read(model_path)
+        entries = [dict(e) for e in meta.get("sources", [])]
+        mine = _features_of(meta)
+        added, totals, reports = [], [], []
+        for other, ometa, ostats, osummaries in loaded:
+            if ostats.n_features != stats.n_features:
+                msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "
+                       f"on {stats.n_features}; only models of the same features merge")
+                raise IncompatibleStatsError(msg)
+            theirs = _features_of(ometa)
+            if mine and theirs and list(mine) != list(theirs):
+                msg = (f"model {other} has features {', '.join(theirs[:6])}… but {model_path} has "
+                       f"{', '.join(mine[:6])}…; only models of the same features merge")
+                raise IncompatibleStatsError(msg)
+            if ostats.detail != stats.detail:
+                msg = (f"model {other} keeps {ostats.detail} summaries but {model_path} keeps "
+                       f"{stats.detail}; refit one of them with the other's parameters")
+                raise IncompatibleStatsError(msg)
+            for e in ometa.get("sources", []):
+                same = ledger.find(entries + added, e) or next(
+                    (f for f in entries + added if f.get("fingerprint") and f.get("fingerprint")
+                     == (e.get("fingerprint") or e.get("edges")) and f["rows"] == e["rows"]), None)
+                if same is not None:
+                    msg = (f"model {other} and {model_path} share the source {e['url']} "
+                           f"({e['rows']} rows; in {model_path} as {same['url']}); merging would "
+                           f"count its rows twice: forget it from one of them first")
+                    raise InputError(msg)
+                if e.get("id") not in osummaries:
+                    msg = (f"model {other} has no per-source summary of {e['url']} (written by "
+                           "streamproj 0.1); refit it with this version before merging")
+                    raise ModelError(msg)
+                sid = ledger.new_id(entries + added)
+                origin = e.get("origin") or {"model": store.normalise(other),
+                                             "model_id": ometa.get("model_id"),
+                                             "version": ometa.get("version")}
+                summaries[sid] = osummaries[e["id"]]
+                added.append({**e, "id": sid, "origin": origin})
+            totals.append(ostats)
+            reports.append({"model": str(other), "model_id": ometa.get("model_id"),
+                            "version": ometa.get("version"), "rows_merged": ostats.n_samples,
+                            "sources": [e["url"] for e in ometa.get("sources", [])]})
+        old = BoundaryProjector.from_saved(meta, stats, solution)
+        new = BoundaryProjector.from_saved(meta, stats, solution)
+        with clock("solve"), _context(str(model_path)):
+            new.partial_fit_stats(_merge_all(totals))
+        drift = _drift(old, new)
+        history = [*meta.get("history", []), {
+            "event": "merge", "time": store.timestamp(), "models": reports,
+            "rows_added": int(sum(r["rows_merged"] for r in reports)),
+            "n_samples": new.stats_.n_samples, **drift}]
+        with clock("write"):
+            version = store.write_model(
+                model_path, new.to_meta({"sources": entries + added, "history": history,
+                                         **_feature_meta(new, meta, [])}),
+                new.stats_, new._solution(), base=meta["version"], summaries=summaries)
+    return {"command": "merge", "status": "merged", "model": str(model_path), "version": version,
+            "models": reports, "rows_added": int(sum(r["rows_merged"] for r in reports)),
+            "n_samples": new.stats_.n_samples, **drift, "drift_deg": _boundary_drift(drift),
+            "timings": clock.report(), "versions": _versions(version)}
+
+
+# ---------------------------------------------------------------- project
+def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
+            names=("X", "y"), decision=None):
+    """Pass 2 from memory or any array: write ``projection`` (n×d), ``predicted``, ``decision`` and ``y``.
+
+    The group is chunked like the input rows and carries the frame (axes,
+    centre, classes, the model itself) in its attributes and ``frame``
+    subgroup; its arrays have named dimensions and coordinate variables, so
+    ``xarray.open_zarr(out)`` gives a labelled dataset. Nothing appears at
+    ``out`` unless the whole pass succeeds. Rows given this way are tied to no
+    source, so such an output cannot be appended to.
+    """
+    model._check_fitted()
+    arrays = projection_arrays(model, X, y, names)
+    n = int(arrays["projection"][0].shape[0])
+    ranges = None if source is None else [{"url": str(source), "rows": n, "ranges": [[0, n, 0]]}]
+    _write_full(model, getattr(model, "meta_", None), None, arrays, out, overwrite, decision,
+                progress, ranges)
+    return out
+
+
+def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progress, ranges,
+                action="written"):
+    n = int(arrays["projection"][0].shape[0])
+    keep = outputs.wants_decision(model, decision)
+    attrs = outputs.frame_attrs(model, meta, model_path, ranges, n, keep, action)
+    with store.output_group(out, overwrite=overwrite, attrs=attrs) as group:
+        outputs.write_arrays(group, arrays, model, keep, progress)
+        store.write_output_frame(group, meta or model.to_meta(), model.stats_, model._solution())
+
+
+def _source_ranges(srcs):
+    out, at = [], 0
+    for src in srcs:
+        entry = {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(src.n_rows),
+                 "stamp": ledger.stamp(src), "merged": store.timestamp(),
+                 "ranges": [[0, src.n_rows, at]]}
+        out.append(entry)
+        at += src.n_rows
+    return out
+
+
+def _output_state(out):
+    """The attributes and frame model of an existing output; None when nothing is there."""
+    if store.is_local(out) and not Path(str(out)).expanduser().exists():
+        return None
+    try:
+        group = store.open_output(out)
+    except StreamprojError:
+        if store.is_local(out) and not any(Path(str(out)).expanduser().iterdir()):
+            return None  # an empty folder
+        raise
+    attrs = group.attrs.asdict()
+    frame = store.read_output_frame(group, str(out))
+    names = [n for n in store.PROJECTION_NAMES if n in group]
+    return {"attrs": attrs["streamproj"], "frame": frame, "arrays": set(group.array_keys()),
+            "rows": int(group[names[0]].shape[0])}
+
+
+def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progress=False,
+                  allow_missing_chunks=False, features=None, label=None, mode="rewrite",
+                  reproject_above=None, decision=None):
+    """Project inputs with a saved model into a Zarr output; returns a report.
+
+    ``mode``: ``"rewrite"`` writes OUT in full (``overwrite`` to replace it);
+    ``"append"`` adds only rows OUT does not hold yet, in OUT's own frame —
+    unless the model has moved more than ``reproject_above`` degrees from that
+    frame, then OUT is rewritten in the model's frame; ``"auto"`` is append
+    with ``reproject_above`` defaulting to :data:`DEFAULT_REPROJECT_DEGREES`.
+    """
+    clock = _Clock()
+    if mode not in ("rewrite", "append", "auto"):
+        msg = f"output mode must be 'rewrite', 'append' or 'auto'; got {mode!r}"
+        raise InputError(msg)
+    if mode == "auto" and reproject_above is None:
+        reproject_above = DEFAULT_REPROJECT_DEGREES
     with _context(str(model_path)):
-        model = load(model_path)
-    X, Y = _open(input_url, x, y, require_y=False, allow_missing_chunks=allow_missing_chunks)
-    with _context(str(input_url)):
-        project(model, X, out, y=Y, overwrite=overwrite, progress=progress,
-                source=_source_key(input_url, x, y)["url"], names=_names(input_url, x, y))
-    return {"status": "projected", "output": str(out), "rows": int(X.shape[0]),
-            "n_components": int(model.components_.shape[0]), "model_id": model.model_id_}
+        meta, stats, solution = store.read_model(model_path)
+    model = BoundaryProjector.from_saved(meta, stats, solution)
+    with clock("open"):
+        srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks)
+    store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
+                         ("output", out))
+    for src in srcs:
+        _check_features(src, model, model_path)
+    base = {"command": "project", "output": str(out), "model": str(model_path),
+            "model_id": model.model_id_, "n_components": int(model.components_.shape[0])}
+    state = None if mode == "rewrite" else _output_state(out)
+    reason, drift = None, None
+    if state is not None:
+        if state["frame"] is None or state["attrs"].get("sources") is None:
+            reason = "OUT records no frame or source rows (written by streamproj 0.1 or from memory)"
+            drift = float("inf")
+        else:
+            frame = BoundaryProjector.from_saved(*state["frame"])
+            drift, reason = _frame_drift(frame, model)
+        if reproject_above is not None and drift > reproject_above:
+            reason = reason or f"the model moved {drift:.4g}° from OUT's frame (> {reproject_above:g}°)"
+        elif reason is not None:
+            msg = (f"cannot append to {out}: {reason}; rewrite it once with --overwrite "
+                   "(or allow it with --reproject-above DEGREES)")
+            raise OutputExistsError(msg)
+        else:
+            report = _append(state, frame, srcs, out, progress, clock)
+            return {**base, **report, "drift_deg": drift, "frame_model_id": frame.model_id_,
+                    "frame_version": state["attrs"].get("model_version"),
+                    "timings": clock.report(), "versions": _versions(meta["version"])}
+    X, Y = outputs.concat_rows([(s, 0) for s in srcs])
+    names = (srcs[0].names[0] if len(srcs) == 1 else f"{len(srcs)} inputs",
+             srcs[0].names[1] if len(srcs) == 1 else "labels")
+    with clock("pass2"), _context(srcs[0].spec if len(srcs) == 1 else str(out)):
+        arrays = projection_arrays(model, X, Y, names)
+        ranges = _source_ranges(srcs)
+        action = "rewritten" if state is not None else "written"
+        _write_full(model, meta, model_path, arrays, out, overwrite or state is not None, decision,
+                    progress, ranges, action)
+    return {**base, "status": "projected", "output_action": action, "reason": reason,
+            "rows": int(X.shape[0]), "rows_written": int(X.shape[0]), "drift_deg": drift,
+            "sources": [{"url": s.url, "rows_written": s.n_rows, "rows_skipped": 0} for s in srcs],
+            "timings": clock.report(), "versions": _versions(meta["version"])}
 
 
+def _append(state, frame, srcs, out, progress, clock):
+    """Append the rows of ``srcs`` that OUT does not hold, in OUT's frame (``frame``)."""
+    attrs = state["attrs"]
+    held = [dict(e) for e in attrs["sources"]]
+    parts, reports = [], []
+    fix = f"rewrite {out} with --overwrite"
+    for src in srcs:
+        entry = ledger.find(held, src.key())
+        with clock("check"):
+            start = ledger.held_rows(entry, src, f"output {out}", fix)
+        reports.append({"url": src.url, "rows_written": src.n_rows - start, "rows_skipped": start})
+        if start < src.n_rows:
+            parts.append((src, start, entry))
+    n_old = state["rows"]
+    if not parts:
+        store.tidy_output(out)  # a job killed after its swap left the old copy behind
+        return {"status": "projected", "output_action": "unchanged", "rows": n_old,
+                "rows_written": 0, "sources": reports}
+    X, Y = outputs.concat_rows([(s, a) for s, a, _ in parts])
+    if "y" in state["arrays"] and Y is None:
+        lacking = next(s for s, _, _ in parts if s.y is None)
+        msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
+               f"array or column, or rewrite {out} with --overwrite")
+        raise InputError(msg)
+    at = n_old
+    for src, start, entry in parts:
+        grown = ledger.record(src, src.n_rows, previous=entry)
+        grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
+        grown.pop("batches", None)
+        at += src.n_rows - start
+        if entry is None:
+            held.append(grown)
+        else:
+            held[held.index(entry)] = grown
+    now = store.timestamp()
+    new_attrs = {**attrs, "sources": held, "rows": at, "written": now,
+                 "write_id": uuid.uuid4().hex,
+                 "history": [*attrs.get("history", []),
+                             {"time": now, "action": "appended", "rows": at - n_old}]}
+    names = (parts[0][0].names[0] if len(parts) == 1 else f"{len(parts)} inputs", "labels")
+    with clock("pass2"), _context(str(out)):
+        arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)
+        with store.output_group(out, append=True, expect=attrs.get("write_id"),
+                                attrs={"streamproj": new_attrs}) as group:
+            outputs.write_arrays(group, arrays, frame, "decision" in state["arrays"], progress,
+                                 append_at=n_old)
+    return {"status": "projected", "output_action": "appended", "rows": at,
+            "rows_written": at - n_old, "sources": reports}
+
+
+# ------------------------------------------------------------------- info
 def model_info(model_path):
     """The JSON-ready description of a saved model."""
     meta, stats, solution = store.read_model(model_path)
     info = {k: meta.get(k) for k in ("model_id", "version", "streamproj_version", "saved",
                                      "classes", "counts", "n_features", "n_components",
                                      "summary_detail")}
+    info["kind"] = "model"
     info["n_samples"] = stats.n_samples
     params = meta.get("params", {})
     info["shrinkage"] = params.get("shrinkage")
@@ -394,8 +806,44 @@ def model_info(model_path):
     }
     info["components"] = solution["components"].tolist()
     info["center_point"] = solution["center"].tolist()
-    info["sources"] = [{k: v for k, v in s.items() if k != "edges"} for s in meta.get("sources", [])]
+    info["sources"] = [{k: v for k, v in s.items() if k not in ("edges", "stamp")}
+                       for s in meta.get("sources", [])]
+    summaries = store.read_summaries(model_path, meta["version"])
+    info["per_source_summaries"] = len(summaries)
     info["history"] = meta.get("history", [])
+    return info
+
+
+def output_info(out, model_path=None):
+    """The JSON-ready description of an output: its frame, rows per source, and drift to the model.
+
+    The model is ``model_path``, else the one the output records; drift is
+    None when that model cannot be read.
+    """
+    state = _output_state(out)
+    if state is None:
+        msg = f"no output at {out}"
+        raise InputError(msg)
+    attrs = state["attrs"]
+    info = {"kind": "output", "output": str(out), "rows": state["rows"],
+            "arrays": sorted(state["arrays"]),
+            "frame": {"model_id": attrs.get("model_id"), "model_version": attrs.get("model_version"),
+                      "model_path": attrs.get("model_path"), "classes": attrs.get("classes"),
+                      "center_mode": attrs.get("center_mode"), "written": attrs.get("written")},
+            "sources": [{"url": s.get("url"), "rows": s.get("rows"), "ranges": s.get("ranges")}
+                        for s in attrs.get("sources") or []],
+            "history": attrs.get("history", [])}
+    path = model_path or attrs.get("model_path")
+    info["model"] = {"path": path, "version": None, "drift_deg": None}
+    if path and state["frame"] is not None:
+        try:
+            current = load(path)
+        except StreamprojError as exc:
+            info["model"]["error"] = str(exc)
+        else:
+            drift, why = _frame_drift(BoundaryProjector.from_saved(*state["frame"]), current)
+            info["model"].update({"version": current.meta_["version"], "model_id": current.model_id_,
+                                  "drift_deg": None if why else drift, "incompatible": why})
     return info
 
 
@@ -404,40 +852,63 @@ def model_exists(model_path):
     return store.model_exists(model_path)
 
 
+# -------------------------------------------------------------------- run
 def _check_job_paths(config):
     """No location of a job may overlap another it writes (named by config key)."""
     inp, mod, out = config.input, config.model, config.output
     with _context(config.source):
-        store.check_disjoint(("[input] path", inp.path), ("[model] boundary", mod.boundary),
-                             ("[output] input", out.input), ("[model] path", mod.path),
-                             ("[output] path", out.path))
+        store.check_disjoint(*[("[input] paths", p) for p in inp.paths],
+                             ("[model] boundary", mod.boundary),
+                             *[("[output] input", p) for p in (out.inputs or [])],
+                             ("[model] path", mod.path), ("[output] path", out.path))
 
 
 def run_job(config, progress=None):
-    """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project."""
+    """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project.
+
+    Returns one report: ``steps`` (the fit/update and project reports),
+    ``drift_deg`` and ``alert`` (a message when the boundary moved more than
+    ``[run] alert_above_degrees``).
+    """
+    clock = _Clock()
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
     _check_job_paths(config)
     if config.dask.slurm is not None and config.dask.scheduler is None:
         require_sbatch(config.source)
-    reports = []
+    steps = []
+    common = {"x": inp.x, "y": inp.y, "features": inp.features, "label": inp.label,
+              "allow_missing_chunks": inp.allow_missing_chunks}
     with dask_cluster(config.dask.scheduler, config.dask.slurm, config.dask.timeout):
         mode = mod.mode
         if mode == "auto":
             mode = "update" if model_exists(mod.path) else "fit"
-        if mode == "fit":
-            params = {"n_components": mod.n_components,
-                      "shrinkage": validate_shrinkage(mod.shrinkage),
-                      "center": mod.center, "boundary": mod.boundary,
-                      "keep_class_scatter": mod.keep_class_scatter}
-            reports.append(fit_model(inp.path, mod.path, inp.x, inp.y, params,
-                                     overwrite=mod.mode == "fit", progress=bool(show),
-                                     allow_missing_chunks=inp.allow_missing_chunks))
-        else:
-            reports.append(update_model(mod.path, inp.path, inp.x, inp.y, progress=bool(show),
-                                        allow_missing_chunks=inp.allow_missing_chunks))
+        with clock("model"):
+            if mode == "fit":
+                params = {"n_components": mod.n_components,
+                          "shrinkage": validate_shrinkage(mod.shrinkage),
+                          "center": mod.center, "boundary": mod.boundary,
+                          "keep_class_scatter": mod.keep_class_scatter}
+                steps.append(fit_model(inp.paths, mod.path, params=params,
+                                       overwrite=mod.mode == "fit", progress=bool(show),
+                                       keep_last=mod.keep_last, max_age=mod.max_age, **common))
+            else:
+                steps.append(update_model(mod.path, inp.paths, progress=bool(show),
+                                          keep_last=mod.keep_last, max_age=mod.max_age, **common))
         if out.path:
-            reports.append(project_model(mod.path, out.input or inp.path, out.path, inp.x, inp.y,
-                                         overwrite=out.overwrite, progress=bool(show),
-                                         allow_missing_chunks=inp.allow_missing_chunks))
-    return reports
+            with clock("project"):
+                steps.append(project_model(mod.path, out.inputs or inp.paths, out.path,
+                                           overwrite=out.overwrite,
+                                           progress=bool(show), mode=out.mode,
+                                           reproject_above=out.reproject_above_degrees,
+                                           decision=out.decision, **common))
+    drift = steps[0].get("drift_deg")
+    report = {"command": "run", "config": config.source, "status": "ok", "steps": steps,
+              "drift_deg": drift, "alert": None, "timings": clock.report(),
+              "versions": _versions(steps[0].get("version"))}
+    threshold = config.run.alert_above_degrees
+    if threshold is not None and drift is not None and drift > threshold:
+        report["status"] = "alert"
+        report["alert"] = (f"{config.source}: the boundary of model {mod.path} moved {drift:.4g}° "
+                           f"(alert_above_degrees = {threshold:g})")
+    return report

@@ -28,6 +28,14 @@ place at the end — on Linux with one ``renameat2(RENAME_EXCHANGE)`` (atomic),
 elsewhere with two renames whose gap is repaired by the next writer (the old
 output is put back).
 
+*Appending to an output* (``project --append``) builds the new output the same
+way, from a copy of the old one: locally a folder of hard links to its chunk
+files (metadata files and each array's last, partial chunk are copied, so no
+write can reach the live output), on an object store a server-side copy of its
+current version. The copy is grown and swapped in like a new output, so a
+killed append leaves the output as it was, and costs O(files) links, not a
+rewrite of the rows.
+
 *Object-store output*: ``OUT/zarr.json`` is a pointer to a complete version
 ``OUT/v…/``; a new output is written under a fresh version prefix and the
 pointer (one small object) is switched last, so the old output stays readable
@@ -64,8 +72,10 @@ from .stats import ClassStats, check_matrix
 
 __all__ = [
     "MODEL_FORMAT",
+    "PROJECTION_NAMES",
     "check_disjoint",
     "create_output_array",
+    "grow_output_array",
     "is_local",
     "model_exists",
     "model_lock",
@@ -75,15 +85,23 @@ __all__ = [
     "output_group",
     "read_boundary",
     "read_model",
+    "read_output_frame",
+    "read_summaries",
     "storage_errors",
+    "storage_options",
+    "tidy_output",
     "timestamp",
     "write_bytes",
+    "write_coordinate",
     "write_model",
+    "write_output_frame",
 ]
 
 MODEL_FORMAT = "streamproj-model"
 MODEL_FORMAT_VERSION = 1
 OUTPUT_FORMAT = "streamproj-output"
+#: Names of an output's coordinates array: the contract's first; 0.1 wrote ``coords``.
+PROJECTION_NAMES = ("projection", "coords")
 _CURRENT = "CURRENT"
 _VERSION = re.compile(r"^v\d{6}$")
 _OUT_VERSION = re.compile(r"^v\d{14}-[0-9a-f]{8}$")
@@ -160,6 +178,11 @@ def _storage_options(url, given=None):
                   "retries": {"max_attempts": 3, "mode": "standard"}}
         options["config_kwargs"] = {**config, **options.get("config_kwargs", {})}
     return options
+
+
+def storage_options(url):
+    """Fsspec options streamproj uses for ``url`` (short timeouts on object stores)."""
+    return _storage_options(url)
 
 
 def _fs(url):
@@ -611,31 +634,102 @@ def _refuse_existing(url):
     raise OutputExistsError(msg)
 
 
+def tidy_output(url):
+    """Remove what killed writers left beside a local output (and its stale lock); no-op remotely."""
+    if not is_local(url):
+        return
+    dest = _real(url)
+    with _locked(url, "output"), storage_errors(f"output {url}"):
+        _recover(dest)
+
+
+def _refuse_append(url, kind):
+    what = {"absent": "nothing is there", "empty": "it is an empty folder",
+            "foreign": "it is not a streamproj output",
+            "legacy": "it has no versions to copy (written before object-store versions)",
+            "unfinished": "its first write never finished"}.get(kind, kind)
+    msg = f"cannot append to {url}: {what}; write it in full first (--overwrite)"
+    raise OutputExistsError(msg)
+
+
+def _check_expected(url, attrs, expect):
+    """Refuse when the output was rewritten since the job read it (optimistic concurrency)."""
+    got = (attrs or {}).get("streamproj", {}).get("write_id") if isinstance(attrs, dict) else None
+    if expect is not None and got != expect:
+        msg = f"output {url} was rewritten by another job while this one worked; rerun the job"
+        raise OutputExistsError(msg)
+
+
+def _clone_output(src, dest):
+    """A copy of the output folder ``src`` at ``dest`` that shares its chunk files (hard links).
+
+    Metadata files are copied (they are rewritten), and so is the last, partial
+    row chunk of every array (an append rewrites it): nothing written into the
+    clone can reach the live output, even by a writer that rewrites files in place.
+    Where hard links are not supported, files are copied.
+    """
+    for root, _dirs, files in os.walk(src):
+        rel = Path(root).relative_to(src)
+        os.mkdir(dest / rel)
+        for name in files:
+            a, b = Path(root) / name, dest / rel / name
+            if name.endswith(".json") or name.startswith(".z"):
+                shutil.copyfile(a, b)
+                continue
+            try:
+                os.link(a, b)
+            except OSError:
+                shutil.copyfile(a, b)
+    group = zarr.open_group(str(dest), mode="r")
+    for name, arr in group.arrays():
+        rows = arr.chunks[0]
+        if arr.ndim and arr.shape[0] % rows:
+            key = arr.metadata.encode_chunk_key((arr.shape[0] // rows,) + (0,) * (arr.ndim - 1))
+            target = dest / name / key
+            if target.exists():
+                target.unlink()
+                shutil.copyfile(src / name / key, target)
+
+
 @contextlib.contextmanager
-def output_group(url, overwrite=False, attrs=None):
-    """A fresh Zarr group that appears at ``url`` only when the block succeeds.
+def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
+    """A Zarr group that appears at ``url`` only when the block succeeds.
 
     ``overwrite`` replaces only a streamproj output or an empty folder. Local
     outputs are written to a hidden sibling and swapped into place; object-store
     outputs are written under a new version prefix and the pointer is switched
     last (see the module docstring).
+
+    ``append``: the block gets a writable copy of the existing output (local:
+    hard links to its chunk files; object store: a server-side copy of its
+    current version) and may grow its arrays; the copy replaces the output as
+    a new one would, so a killed append leaves the output as it was.
+    ``expect``: the ``write_id`` the output must still have (else nothing is written).
     """
     if not is_local(url):
-        with _locked(url, "output"), _remote_output(url, overwrite, attrs) as group:
+        with _locked(url, "output"), _remote_output(url, overwrite, attrs, append, expect) as group:
             yield group
         return
     dest = _real(url)
     with _locked(url, "output"), storage_errors(f"output {url}"):
         _recover(dest)
         kind = _local_kind(dest)
+        if append and kind != "streamproj":
+            _refuse_append(url, kind)
         if kind == "foreign":
             _refuse_foreign(url)
-        if kind != "absent" and not overwrite:
+        if kind != "absent" and not overwrite and not append:
             _refuse_existing(url)
+        if kind == "streamproj" and expect is not None:
+            _check_expected(url, _attrs_of((dest / "zarr.json").read_bytes()), expect)
         tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"
         guard, group = _WriteGuard(), None
         try:
-            group = zarr.open_group(str(tmp), mode="w-")
+            if append:
+                _clone_output(dest, tmp)
+                group = zarr.open_group(str(tmp), mode="r+")
+            else:
+                group = zarr.open_group(str(tmp), mode="w-")
             group.attrs.update({**(attrs or {}), "complete": False})
             _GUARDS[id(group)] = guard
             yield group
@@ -682,22 +776,33 @@ def _pointer_bytes(current):
 
 
 @contextlib.contextmanager
-def _remote_output(url, overwrite, attrs):
+def _remote_output(url, overwrite, attrs, append=False, expect=None):
     fs, root = _fs(url)
     root = root.rstrip("/")
     with _remote_errors(f"output {url}"):
-        kind, _ = _remote_state(fs, root)
+        kind, pointer = _remote_state(fs, root)
+        if append and kind != "pointer":
+            _refuse_append(url, kind)
         if kind == "foreign":
             _refuse_foreign(url)
-        if kind in ("pointer", "legacy") and not overwrite:
+        if kind in ("pointer", "legacy") and not overwrite and not append:
             _refuse_existing(url)
         if kind == "absent":
             # Claim the prefix first, so that a kill leaves a recognisable, unfinished output.
             fs.pipe_file(f"{root}/zarr.json", _pointer_bytes(None))
         version = f"v{_dt.datetime.now(_dt.UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
         base = str(url).rstrip("/")
-        group = zarr.open_group(f"{base}/{version}", mode="w-",
-                                storage_options=_storage_options(url))
+        if kind == "pointer" and expect is not None:
+            _check_expected(url, _attrs_of(fs.cat_file(f"{root}/{pointer['current']}/zarr.json")),
+                            expect)
+        if append:
+            # A server-side copy: no chunk passes through this machine.
+            fs.copy(f"{root}/{pointer['current']}", f"{root}/{version}", recursive=True)
+            group = zarr.open_group(f"{base}/{version}", mode="r+",
+                                    storage_options=_storage_options(url))
+        else:
+            group = zarr.open_group(f"{base}/{version}", mode="w-",
+                                    storage_options=_storage_options(url))
         group.attrs.update({**(attrs or {}), "complete": False})
     guard = _WriteGuard()
     _GUARDS[id(group)] = guard
@@ -801,8 +906,8 @@ def open_output(url):
         msg = (f"{url} is incomplete: the job writing it was interrupted before it finished; "
                "rerun that job")
         raise InputError(msg)
-    if "coords" not in group:
-        msg = f"{url} is not a streamproj projection (no 'coords' array)"
+    if not any(name in group for name in PROJECTION_NAMES):
+        msg = f"{url} is not a streamproj projection (no 'projection' array, nor 0.1's 'coords')"
         raise InputError(msg)
     return group
 
@@ -884,6 +989,44 @@ def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):
     )
     guard = _GUARDS.get(id(group))
     return array if guard is None else _GuardedArray(array, guard)
+
+
+def write_coordinate(group, name, values):
+    """A small 1-D coordinate variable (its dimension has its name), e.g. ``component`` or ``class``."""
+    values = np.asarray(values)
+    dtype = str if values.dtype.kind in "OUS" else values.dtype
+    if dtype is str:
+        values = values.astype(str).astype(object)
+    arr = group.create_array(name, shape=values.shape, chunks=(max(1, values.shape[0]),), dtype=dtype,
+                             dimension_names=(name,), config={"write_empty_chunks": True})
+    arr[:] = values
+    return arr
+
+
+class _Shifted:
+    """Writes to rows ``[a:b]`` land in rows ``[a+offset : b+offset]`` of the wrapped array."""
+
+    def __init__(self, array, offset):
+        self.array, self.offset = array, int(offset)
+        self.shape, self.dtype, self.ndim, self.chunks = array.shape, array.dtype, array.ndim, array.chunks
+
+    def __setitem__(self, key, value):
+        key = key if isinstance(key, tuple) else (key,)
+        first = key[0]
+        start, stop = first.start or 0, first.stop
+        self.array[(slice(start + self.offset, stop + self.offset), *key[1:])] = value
+
+
+def grow_output_array(group, name, n_rows):
+    """Resize an output array of an appending group to ``n_rows``; a target for the new rows only.
+
+    Returns an object whose row 0 is the first new row (for ``dask.array.store``).
+    """
+    array = group[name]
+    old = array.shape[0]
+    array.resize((n_rows, *array.shape[1:]))
+    guard = _GUARDS.get(id(group))
+    return _Shifted(array if guard is None else _GuardedArray(array, guard), old)
 
 
 def write_bytes(url, data):
@@ -976,19 +1119,31 @@ def _json_default(value):
     raise TypeError(msg)
 
 
-def _version_files(meta, stats, solution):
-    """The three files of a model version, as bytes."""
+def _npz_bytes(arrays):
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _summaries_bytes(summaries):
+    """One NPZ holding each source's ClassStats, its arrays named ``<source id>__<array>``."""
+    return _npz_bytes({f"{sid}__{name}": arr for sid, stats in summaries.items()
+                       for name, arr in stats.to_arrays().items()})
+
+
+def _version_files(meta, stats, solution, summaries=None):
+    """The files of a model version, as bytes (``summaries.npz`` only when given)."""
     meta = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, **meta}
-    stats_buf, solution_buf = io.BytesIO(), io.BytesIO()
-    np.savez(stats_buf, **stats.to_arrays())
-    np.savez(solution_buf, **solution)
-    return {"model.json": json.dumps(meta, indent=2, default=_json_default).encode(),
-            "stats.npz": stats_buf.getvalue(), "solution.npz": solution_buf.getvalue()}
+    files = {"model.json": json.dumps(meta, indent=2, default=_json_default).encode(),
+             "stats.npz": _npz_bytes(stats.to_arrays()), "solution.npz": _npz_bytes(solution)}
+    if summaries is not None:
+        files["summaries.npz"] = _summaries_bytes(summaries)
+    return files
 
 
-def _write_version(folder, meta, stats, solution):
+def _write_version(folder, meta, stats, solution, summaries=None):
     os.mkdir(folder)  # mode 0o777 less the umask, like every other folder the user makes
-    for name, data in _version_files(meta, stats, solution).items():
+    for name, data in _version_files(meta, stats, solution, summaries).items():
         with open(folder / name, "wb") as f:
             f.write(data)
             f.flush()
@@ -1046,19 +1201,21 @@ def model_exists(path):
     return True
 
 
-def write_model(path, meta, stats, solution, base=None):
+def write_model(path, meta, stats, solution, base=None, summaries=None):
     """Write a model version; returns its name. Versions but the new one and the previous are pruned.
 
     The caller holds :func:`model_lock`. ``base``: the version the new one was
     derived from; if ``CURRENT`` names another by now, nothing is written.
+    ``summaries``: one ClassStats per source id of the ledger, stored beside
+    the model's own summary in ``summaries.npz`` (same version, same commit).
     """
     if not is_local(path):
-        return _write_remote_model(path, meta, stats, solution, base)
+        return _write_remote_model(path, meta, stats, solution, base, summaries)
     with storage_errors(f"model {path}"):
-        return _write_local_model(_real(path), path, meta, stats, solution, base)
+        return _write_local_model(_real(path), path, meta, stats, solution, base, summaries)
 
 
-def _write_local_model(path, typed, meta, stats, solution, base):
+def _write_local_model(path, typed, meta, stats, solution, base, summaries=None):
     if path.exists() and not path.is_dir():
         msg = f"{typed} exists and is not a model directory"
         raise ModelError(msg)
@@ -1075,7 +1232,7 @@ def _write_local_model(path, typed, meta, stats, solution, base):
         tmp = path.parent / f".{path.name}.tmp-{_tag()}"
         try:
             os.mkdir(tmp)
-            _write_version(tmp / "v000001", meta, stats, solution)
+            _write_version(tmp / "v000001", meta, stats, solution, summaries)
             _write_pointer(tmp, "v000001")
             _swap_in(tmp, path)  # an empty folder at path (e.g. made by hand) is replaced
         finally:
@@ -1087,7 +1244,7 @@ def _write_local_model(path, typed, meta, stats, solution, base):
     name = f"v{number:06d}"
     staging = path / f".{name}.tmp-{_tag()}"
     try:
-        _write_version(staging, meta, stats, solution)
+        _write_version(staging, meta, stats, solution, summaries)
         os.rename(staging, path / name)
     finally:
         if staging.exists():
@@ -1121,7 +1278,7 @@ def _remote_current(fs, root):
     return _check_pointer(root, name)
 
 
-def _write_remote_model(url, meta, stats, solution, base):
+def _write_remote_model(url, meta, stats, solution, base, summaries=None):
     fs, root = _fs(url)
     root = root.rstrip("/")
     with _remote_errors(f"model {url}"):
@@ -1141,7 +1298,7 @@ def _write_remote_model(url, meta, stats, solution, base):
         names = [e.rstrip("/").rsplit("/", 1)[-1] for e in (fs.ls(root, detail=False) if current else [])]
         number = max([_version_number(n) for n in names] + [0]) + 1
         name = f"v{number:06d}"
-        for file, data in _version_files(meta, stats, solution).items():
+        for file, data in _version_files(meta, stats, solution, summaries).items():
             fs.pipe_file(f"{root}/{name}/{file}", data)
         if _remote_current(fs, root) != current:
             fs.rm(f"{root}/{name}", recursive=True)
@@ -1169,8 +1326,11 @@ def _old_remote(fs, path):
     return time.time() - float(newest) > REMOTE_STALE_SECONDS
 
 
-def _model_files(path):
-    """``(version, {file: bytes})`` of the live version of a local or remote model."""
+def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), optional=()):
+    """``(version, {file: bytes})`` of the live version of a local or remote model.
+
+    A file named in ``optional`` that the version lacks is left out.
+    """
     if is_local(path):
         folder = _local_path(path)
         if not folder.is_dir():
@@ -1198,9 +1358,14 @@ def _model_files(path):
             raise ModelError(msg)
         read = lambda name: fs.cat_file(f"{root}/{current}/{name}")  # noqa: E731
     files = {}
-    for name in ("model.json", "stats.npz", "solution.npz"):
+    for name in names:
         try:
             files[name] = read(name)
+        except FileNotFoundError:
+            if name in optional:
+                continue
+            msg = f"model {path} (version {current}) is damaged: cannot read {name}: it is missing"
+            raise ModelError(msg) from None
         except Exception as exc:
             if not _is_expected(exc):
                 raise
@@ -1269,4 +1434,67 @@ def read_model(path):
         msg = f"{where}/stats.npz is damaged ({type(exc).__name__}: {_short(exc)})"
         raise ModelError(msg) from None
     meta["version"] = current
+    return meta, stats, solution
+
+
+def read_summaries(path, version=None):
+    """The per-source summaries of a model's live version: ``{source id: ClassStats}``.
+
+    Models written before per-source summaries existed give an empty dict.
+    ``version``: refuse (ModelError) when the live version is another one.
+    """
+    current, files = _model_files(path, names=("summaries.npz",), optional=("summaries.npz",))
+    if version is not None and current != version:
+        msg = f"model {path} moved to version {current} while this job read {version}; rerun the job"
+        raise ModelError(msg)
+    if "summaries.npz" not in files:
+        return {}
+    where = f"{str(path).rstrip('/')}/{current}/summaries.npz"
+    grouped = {}
+    for key, arr in _npz(files["summaries.npz"], where).items():
+        sid, _, name = key.partition("__")
+        grouped.setdefault(sid, {})[name] = arr
+    try:
+        return {sid: ClassStats.from_arrays(arrays) for sid, arrays in grouped.items()}
+    except (StreamprojError, KeyError, ValueError) as exc:
+        msg = f"{where} is damaged: {_short(exc)}"
+        raise ModelError(msg) from None
+
+
+# ------------------------------------------------------- output frames
+_FRAME = "frame"
+
+
+def write_output_frame(group, meta, stats, solution):
+    """Store the model an output was projected with in its ``frame`` subgroup.
+
+    The model's files are kept byte for byte (``model.json`` as attributes,
+    the two NPZ files as uint8 arrays), so the output's frame can be rebuilt
+    exactly long after the model directory has moved on.
+    """
+    frame = group.create_group(_FRAME, attributes={"model": json.loads(
+        json.dumps(meta, default=_json_default))})
+    for name, data in (("stats", _npz_bytes(stats.to_arrays())), ("solution", _npz_bytes(solution))):
+        raw = np.frombuffer(data, dtype=np.uint8)
+        arr = frame.create_array(name, shape=raw.shape, chunks=(max(1, raw.size),), dtype=np.uint8,
+                                 dimension_names=(f"{_FRAME}_{name}_bytes",))
+        arr[:] = raw
+
+
+def read_output_frame(group, where="OUT"):
+    """``(meta, stats, solution)`` of the model an output was written with; None for 0.1 outputs."""
+    if _FRAME not in group:
+        return None
+    try:
+        frame = group[_FRAME]
+        meta = dict(frame.attrs["model"])
+        stats = ClassStats.from_arrays(_npz(bytes(frame["stats"][:]), f"{where}/frame/stats"))
+        solution = _npz(bytes(frame["solution"][:]), f"{where}/frame/solution")
+    except StreamprojError:
+        raise
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"{where}/frame is damaged ({type(exc).__name__}: {_short(exc)}); rewrite the output"
+        raise InputError(msg) from None
     return meta, stats, solution

@@ -51,7 +51,7 @@ def test_fit_project_roundtrip(batches, capsys):
     assert run("project", d / "m", d / "A.zarr", "--output", d / "out.zarr") == 0
     out = zarr.open_group(str(d / "out.zarr"), mode="r")
     model = sp.load(d / "m")
-    np.testing.assert_allclose(out["coords"][:], model.transform(X[parts["A"]]), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(out["projection"][:], model.transform(X[parts["A"]]), rtol=1e-13, atol=1e-13)
     assert "fitted" in capsys.readouterr().out
 
 
@@ -180,7 +180,7 @@ def test_run_config_fit_then_update(batches, capsys):
     assert "+400 rows" in capsys.readouterr().out
     model_equals_fit(d / "model", X[:1000], y[:1000])
     out = zarr.open_group(str(d / "coords.zarr"), mode="r")
-    assert out["coords"].shape == (400, 2)
+    assert out["projection"].shape == (400, 2)
 
 
 # ------------------------------------------------------------ crash safety
@@ -192,7 +192,7 @@ def paused(folder, *args):
     original(folder, *args)
     if "{when}" == "before-swap":
         print("READY", flush=True); time.sleep(60)
-def half(folder, meta, stats, solution):
+def half(folder, meta, stats, solution, *rest):
     folder.mkdir(parents=True)
     (folder / "model.json").write_text("{{")
     print("READY", flush=True); time.sleep(60)
@@ -248,7 +248,7 @@ def test_sigkill_during_project_leaves_no_output(batches):
     assert not (d / "out.zarr").exists()
     assert run("project", *argv[1:]) == 0
     out = zarr.open_group(str(d / "out.zarr"), mode="r")
-    np.testing.assert_allclose(out["coords"][:], sp.load(d / "m").transform(X[:600]), rtol=1e-13)
+    np.testing.assert_allclose(out["projection"][:], sp.load(d / "m").transform(X[:600]), rtol=1e-13)
 
 
 @pytest.mark.slow

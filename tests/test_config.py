@@ -99,3 +99,39 @@ def test_dask_timeout_and_missing_chunks_options(tmp_path):
                     '[dask]\nscheduler = "tcp://127.0.0.1:8786"\ntimeout = 30\n')
     config = load_config(path)
     assert config.dask.timeout == 30 and config.input.allow_missing_chunks is True
+
+
+def test_incremental_keys(tmp_path):
+    path = tmp_path / "j.toml"
+    path.write_text('[input]\npaths = ["days/day-*.zarr", "s3://b/x.parquet"]\nfeatures = "emb_*"\n'
+                    'label = "label"\n[model]\npath = "m"\nkeep_last = 30\nmax_age = "30d"\n'
+                    '[output]\npath = "o.zarr"\nmode = "auto"\nreproject_above_degrees = 0.5\n'
+                    '[run]\nalert_above_degrees = 2\n')
+    config = load_config(path)
+    assert config.input.paths == [str(tmp_path / "days" / "day-*.zarr"), "s3://b/x.parquet"]
+    assert config.input.path == config.input.paths[0]
+    assert (config.input.features, config.input.label) == ("emb_*", "label")
+    assert (config.model.keep_last, config.model.max_age) == (30, "30d")
+    assert (config.output.mode, config.output.reproject_above_degrees) == ("auto", 0.5)
+    assert config.run.alert_above_degrees == 2
+    assert load_config(CONFIGS / "nightly.toml").output.mode == "auto"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[input]\npaths = "d"\n[model]\npath = "m"\n', r"\[input\] paths must be a list"),
+    ('[input]\npaths = [1]\n[model]\npath = "m"\n', r"\[input\] paths must be a list of strings"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\nkeep_last = 0\n', r"\[model\] keep_last must be at least 1"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\nmax_age = "a month"\n', r"\[model\] max_age must be"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\nmode = "sometimes"\n',
+     r"\[output\] mode must be one of 'rewrite', 'append', 'auto'"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\nreproject_above_degrees = -1\n',
+     r"reproject_above_degrees must be a non-negative"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[run]\nalert_above_degrees = "high"\n',
+     r"\[run\] alert_above_degrees must be a number"),
+])
+def test_bad_incremental_keys_name_the_key(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as exc:
+        load_config(path)
+    assert str(exc.value).startswith(str(path))

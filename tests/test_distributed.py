@@ -33,8 +33,8 @@ def test_cluster_run_equals_local_run(tmp_path, cluster, capsys):
     for name in ("coef_", "intercept_", "components_", "center_"):
         a, b = getattr(remote, name), getattr(local, name)
         assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b)), name
-    a = zarr.open_group(str(tmp_path / "o-cluster.zarr"), mode="r")["coords"][:]
-    b = zarr.open_group(str(tmp_path / "o-local.zarr"), mode="r")["coords"][:]
+    a = zarr.open_group(str(tmp_path / "o-cluster.zarr"), mode="r")["projection"][:]
+    b = zarr.open_group(str(tmp_path / "o-local.zarr"), mode="r")["projection"][:]
     assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b))
 
 

@@ -172,7 +172,7 @@ def test_kill_after_every_commit_step(data):
 
     assert _kill_sweep(d, ["update", d / "m", d / "b.zarr"], update_killed, fitted_ab) >= 2
 
-    rows = lambda n: lambda: store.open_output(d / "o.zarr")["coords"].shape == (n, 2)  # noqa: E731
+    rows = lambda n: lambda: store.open_output(d / "o.zarr")["projection"].shape == (n, 2)  # noqa: E731
 
     def project_killed(k):
         assert not (d / "o.zarr").exists() or rows(150)()
@@ -182,7 +182,7 @@ def test_kill_after_every_commit_step(data):
     for no_exchange in (False, True):
         def overwrite_killed(k, no_exchange=no_exchange):
             if (d / "o.zarr").exists():
-                assert store.open_output(d / "o.zarr")["coords"].shape[0] in (150, 250)
+                assert store.open_output(d / "o.zarr")["projection"].shape[0] in (150, 250)
             else:  # between the two renames: readers say so; the rerun restores, then replaces
                 assert no_exchange, k
                 with pytest.raises(sp.InputError, match="interrupted"):
@@ -260,7 +260,7 @@ def test_disk_full_at_every_write_of_fit_update_and_project(data, monkeypatch, c
     model = sp.load(d / "m")
     n_project = enospc_sweep(
         d, ["project", d / "m", d / "a.zarr", "--output", d / "o.zarr", "--overwrite"],
-        lambda: np.allclose(zarr.open_group(str(d / "o.zarr"))["coords"][:],
+        lambda: np.allclose(zarr.open_group(str(d / "o.zarr"))["projection"][:],
                             model.transform(X[:250]), rtol=1e-12, atol=1e-12),
         monkeypatch, capsys)
     assert n_project >= 10  # every chunk and metadata file of the output

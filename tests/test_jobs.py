@@ -15,11 +15,11 @@ def test_project_writes_coords_decision_and_labels(tmp_path):
     m = sp.BoundaryProjector(n_components=3).fit(group["X"], group["y"])
     jobs.project(m, group["X"], tmp_path / "out.zarr", y=group["y"])
     out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
-    np.testing.assert_allclose(out["coords"][:], m.transform(X), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(out["projection"][:], m.transform(X), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(out["decision"][:], m.decision_function(X), rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(out["predicted"][:], m.predict(X))
     np.testing.assert_array_equal(out["y"][:], y)
-    assert out["coords"].chunks == (128, 3)
+    assert out["projection"].chunks == (128, 3)
     attrs = out.attrs["streamproj"]
     assert attrs["model_id"] == m.model_id_
     np.testing.assert_array_equal(attrs["components"], m.components_)
@@ -32,9 +32,13 @@ def test_output_opens_in_xarray_with_named_dimensions(tmp_path):
     m = sp.BoundaryProjector().fit(X, y)
     jobs.project(m, X, tmp_path / "out.zarr", y=y)
     ds = xr.open_zarr(tmp_path / "out.zarr")
-    assert ds["coords"].dims == ("row", "component")
+    assert ds["projection"].dims == ("row", "component")
     assert ds["decision"].dims == ("row", "class")
     assert ds["y"].dims == ("row",)
+    assert ds["class"].values.tolist() == [0, 1, 2]
+    assert ds["component"].values.tolist() == ["Fisher direction 1", "Fisher direction 2"]
+    # the 0.1 name shadowed Dataset.coords; the contract's name does not
+    assert "coords" not in ds.variables
 
 
 def test_existing_output_needs_overwrite(tmp_path):
@@ -45,7 +49,7 @@ def test_existing_output_needs_overwrite(tmp_path):
         jobs.project(m, X, tmp_path / "out.zarr")
     jobs.project(m, X * 2, tmp_path / "out.zarr", overwrite=True)
     out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
-    np.testing.assert_allclose(out["coords"][:], m.transform(X * 2), rtol=1e-13)
+    np.testing.assert_allclose(out["projection"][:], m.transform(X * 2), rtol=1e-13)
 
 
 def test_failed_projection_leaves_nothing_and_keeps_the_old_output(tmp_path):
@@ -60,5 +64,5 @@ def test_failed_projection_leaves_nothing_and_keeps_the_old_output(tmp_path):
     with pytest.raises(BadValuesError, match="row 437"):
         jobs.project(m, bad, tmp_path / "out.zarr", overwrite=True)
     out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
-    np.testing.assert_allclose(out["coords"][:], m.transform(X), rtol=1e-13)
+    np.testing.assert_allclose(out["projection"][:], m.transform(X), rtol=1e-13)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]

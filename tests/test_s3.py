@@ -95,7 +95,7 @@ def test_fit_update_project_with_s3_input_model_and_output(bucket, capsys):
     assert len({n.split("/")[-2] for n in names if n.endswith("model.json")}) == 2  # v1 and v2 kept
     assert main(["project", model, f"{bucket}/b.zarr", "--output", out, "--no-progress"]) == 0
     group = store.open_output(out)
-    np.testing.assert_allclose(group["coords"][:], got.transform(X[500:]), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(group["projection"][:], got.transform(X[500:]), rtol=1e-12, atol=1e-12)
     assert main(["info", model]) == 0
     assert '"n_samples": 900' in capsys.readouterr().out
 
@@ -110,10 +110,10 @@ def test_interrupted_overwrite_leaves_the_old_output_readable(bucket, capsys):
     model, out = f"{bucket}/m", f"{bucket}/out.zarr"
     assert main(["fit", f"{bucket}/d.zarr", "--model", model]) == 0
     assert main(["project", model, f"{bucket}/d.zarr", "--output", out]) == 0
-    before = store.open_output(out)["coords"][:]
+    before = store.open_output(out)["projection"][:]
     assert main(["project", model, f"{bucket}/bad.zarr", "--output", out, "--overwrite"]) == 2
     assert "row 550" in one_error_line(capsys)
-    np.testing.assert_array_equal(store.open_output(out)["coords"][:], before)
+    np.testing.assert_array_equal(store.open_output(out)["projection"][:], before)
     fs = s3fs.S3FileSystem()
     children = [c.rsplit("/", 1)[-1] for c in fs.ls(out.replace("s3://", ""), detail=False)]
     assert len([c for c in children if c.startswith("v")]) == 1  # the failed version was removed
@@ -157,10 +157,10 @@ def test_killed_overwrite_keeps_the_old_output_and_readers_refuse_an_unfinished_
     model, out, fresh = f"{bucket}/m", f"{bucket}/out.zarr", f"{bucket}/fresh.zarr"
     assert main(["fit", f"{bucket}/d.zarr", "--model", model]) == 0
     assert main(["project", model, f"{bucket}/d.zarr", "--output", out]) == 0
-    before = store.open_output(out)["coords"][:]
+    before = store.open_output(out)["projection"][:]
     kill_when_ready(KILL_S3_PROJECT.format(
         argv=["project", model, f"{bucket}/d2.zarr", "--output", out, "--overwrite"]))
-    np.testing.assert_array_equal(store.open_output(out)["coords"][:], before)
+    np.testing.assert_array_equal(store.open_output(out)["projection"][:], before)
     # a first write killed midway: every reader refuses it with one line
     kill_when_ready(KILL_S3_PROJECT.format(argv=["project", model, f"{bucket}/d.zarr", "--output", fresh]))
     with pytest.raises(InputError, match="incomplete"):
@@ -171,9 +171,9 @@ def test_killed_overwrite_keeps_the_old_output_and_readers_refuse_an_unfinished_
     # rerunning the commands repairs both
     assert main(["project", model, f"{bucket}/d.zarr", "--output", fresh]) == 0
     assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--overwrite"]) == 0
-    np.testing.assert_allclose(store.open_output(out)["coords"][:], sp.load(model).transform(2 * X),
+    np.testing.assert_allclose(store.open_output(out)["projection"][:], sp.load(model).transform(2 * X),
                                rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(store.open_output(fresh)["coords"][:], before)
+    np.testing.assert_array_equal(store.open_output(fresh)["projection"][:], before)
 
 
 def test_overwrite_refuses_a_foreign_s3_prefix(bucket, capsys):

@@ -89,7 +89,7 @@ def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup
     # an empty folder and a streamproj output are replaced
     (tmp_path / "empty").mkdir()
     assert run("project", d / "m", d / "d.zarr", "--output", tmp_path / "empty", "--overwrite") == 0
-    assert store.open_output(tmp_path / "empty")["coords"].shape == (300, 2)
+    assert store.open_output(tmp_path / "empty")["projection"].shape == (300, 2)
 
 
 def test_a_config_pointing_output_at_home_is_refused(setup, capsys, tmp_path, monkeypatch):
@@ -394,4 +394,4 @@ def test_config_output_directory_is_created_like_fit(setup, tmp_path):
         path = "deep/er/o.zarr"
     """))
     assert run("run", config) == 0
-    assert store.open_output(d / "deep" / "er" / "o.zarr")["coords"].shape == (300, 2)
+    assert store.open_output(d / "deep" / "er" / "o.zarr")["projection"].shape == (300, 2)

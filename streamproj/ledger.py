@@ -1,0 +1,204 @@
+"""Ledgers of sources: which rows of which input a model (or an output) holds.
+
+One job: decide, for an opened :class:`~streamproj.sources.Source` and a
+ledger (the list of entries a model's ``model.json`` or an output's attributes
+keep), whether the source is new, was taken in full before (skip), grew since
+(take only its new rows) or changed (refuse) — and keep the entries.
+
+An entry is JSON::
+
+    {"id": "s000003", "url": ..., "kind": "zarr", "x": "X", "y": "y",
+     "features": [...], "rows": 200000, "fingerprint": "<first/last rows>",
+     "stamp": "<file sizes and times>", "added": ISO time, "merged": ISO time,
+     "batches": [{"start": 0, "stop": 200000, "fingerprint": "<summary>"}],
+     "origin": {"model": ..., "model_id": ..., "version": ...}}   # merged from another model
+
+Checking that rows taken before are unchanged must not cost a read of them
+every night, or a job over many sources costs O(all rows) again. So an entry
+keeps a *stamp* of the source's files (names, sizes, modification times, as
+fsspec lists them: one listing, no data read). A source whose row count and
+stamp are unchanged is skipped without reading it; otherwise the first and
+last rows it held are fingerprinted (:meth:`streamproj.sources.Source.fingerprint`, at most two
+chunks) and must match; ``--verify`` re-reads all of them. Entries written by
+streamproj 0.1 have ``edges`` (the same fingerprint) and no ``kind``
+(a Zarr group).
+"""
+
+import datetime as _dt
+import fnmatch
+import hashlib
+import re
+
+from . import store
+from .errors import InputError, SourceChangedError
+
+__all__ = [
+    "find",
+    "held_rows",
+    "matching",
+    "new_id",
+    "parse_age",
+    "record",
+    "stamp",
+    "to_evict",
+]
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _key_of(entry):
+    x = entry.get("x")
+    return (entry.get("url"), entry.get("kind", "zarr"), tuple(x) if isinstance(x, list) else x,
+            entry.get("y"))
+
+
+def find(ledger, key):
+    """The entry of ``ledger`` for a source key (:meth:`streamproj.sources.Source.key`), or None."""
+    want = _key_of(key)
+    return next((e for e in ledger if _key_of(e) == want), None)
+
+
+def stamp(src):
+    """Digest of the listing (names, sizes, modification times) of a source's files.
+
+    One directory listing (one LIST call on an object store); no data is read.
+    None when the files cannot be listed (then the fingerprint decides).
+    """
+    import fsspec
+
+    url = src.url
+    if src.kind == "hdf5":
+        cut = url.rfind(":/")
+        url = url[:cut] if cut > url.find("://") + 2 else url
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+        infos = list(fs.find(path, detail=True).values()) if fs.isdir(path) else [fs.info(path)]
+    except Exception:  # a listing is an optimisation; any failure means "read the rows"
+        return None
+    h = hashlib.blake2b(digest_size=16)
+    for info in sorted(infos, key=lambda i: str(i.get("name"))):
+        when = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
+        h.update(f"{info.get('name')}|{info.get('size')}|{when}\n".encode())
+    return h.hexdigest()
+
+
+def held_rows(entry, src, what, fix):
+    """Rows of ``src`` that ``entry`` holds, after checking they are unchanged.
+
+    Parameters
+    ----------
+    entry : dict or None
+        The ledger entry of the source (None: a new source, 0 rows held).
+    src : Source
+    what : str
+        Who holds the rows, for messages ("model m", "output o.zarr").
+    fix : str
+        What to do about a changed source, for messages.
+
+    Returns
+    -------
+    int
+        Rows held; the rows from there on are new.
+
+    Raises
+    ------
+    SourceChangedError
+        Rows were removed, or the rows held have changed.
+    """
+    if entry is None:
+        return 0
+    rows = int(entry["rows"])
+    when = entry.get("merged", "earlier")
+    if src.n_rows < rows:
+        msg = (f"{src.names[0]} has {src.n_rows} rows but {what} holds {rows} of them (taken on "
+               f"{when}): rows were removed; {fix}")
+        raise SourceChangedError(msg)
+    if src.n_rows == rows and entry.get("stamp") is not None and entry.get("stamp") == stamp(src):
+        return rows  # same files, same sizes and times: nothing to read
+    expected = entry.get("fingerprint") or entry.get("edges")
+    if expected is not None and src.fingerprint(rows) != expected:
+        msg = (f"the first {rows} rows of {src.names[0]} (taken into {what} on {when}) have "
+               f"changed since; {fix}")
+        raise SourceChangedError(msg)
+    return rows
+
+
+def new_id(ledger):
+    """A source id not used in ``ledger`` (``s000001``, ``s000002``, …)."""
+    used = [int(e["id"][1:]) for e in ledger if str(e.get("id", "")).startswith("s")
+            and str(e["id"][1:]).isdigit()]
+    return f"s{max(used, default=0) + 1:06d}"
+
+
+def record(src, rows, previous=None, sid=None, batch=None, now=None):
+    """The ledger entry of ``src`` holding its first ``rows`` rows.
+
+    Parameters
+    ----------
+    previous : dict, optional
+        The source's entry before; its id, ``added`` time, batches and origin are kept.
+    batch : (int, int, str), optional
+        ``(start, stop, summary fingerprint)`` of the rows just taken.
+    """
+    now = now or store.timestamp()
+    previous = previous or {}
+    batches = list(previous.get("batches", []))
+    if batch is not None:
+        batches.append({"start": int(batch[0]), "stop": int(batch[1]), "fingerprint": batch[2]})
+    entry = {**src.key(), "features": list(src.feature_names), "rows": int(rows),
+             "fingerprint": src.fingerprint(rows), "stamp": stamp(src) if rows == src.n_rows else None,
+             "added": previous.get("added", now), "merged": now, "batches": batches}
+    if sid or previous.get("id"):
+        entry["id"] = sid or previous["id"]
+    if src.files:
+        entry["files"] = list(src.files)
+    if previous.get("origin"):
+        entry["origin"] = previous["origin"]
+    return entry
+
+
+def matching(ledger, pattern):
+    """Entries whose URL is ``pattern`` (normalised like a source's) or matches it as a glob."""
+    inner = ""
+    cut = str(pattern).rfind(":/")
+    if cut > 0 and "://" not in str(pattern)[cut : cut + 3]:
+        pattern, inner = str(pattern)[:cut], str(pattern)[cut:]
+    target = store.normalise(pattern) + inner
+    return [e for e in ledger if e.get("url") == target or fnmatch.fnmatchcase(str(e.get("url")), target)]
+
+
+def parse_age(text, where="max_age"):
+    """Seconds in an age such as ``"30d"``, ``"12h"``, ``"2w"``, ``"90m"``, ``"3600s"``."""
+    match = _AGE.match(str(text))
+    if not match:
+        msg = f"{where} must be a number and a unit (s, m, h, d or w), such as \"30d\"; got {text!r}"
+        raise InputError(msg)
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def to_evict(ledger, keep_last=None, max_age=None, now=None):
+    """Entries that fall out of a sliding window: beyond the newest ``keep_last``, or older than ``max_age``.
+
+    A source's age is the time it was first taken (``added``); sources are
+    ordered by it (ties keep ledger order).
+
+    Parameters
+    ----------
+    keep_last : int, optional
+    max_age : str or float, optional
+        ``"30d"`` style, or seconds.
+    now : datetime, optional
+    """
+    order = sorted(range(len(ledger)), key=lambda i: (ledger[i].get("added", ""), i))
+    out = set()
+    if keep_last is not None:
+        out.update(order[: max(0, len(order) - int(keep_last))])
+    if max_age is not None:
+        seconds = max_age if isinstance(max_age, int | float) else parse_age(max_age)
+        now = now or _dt.datetime.now(_dt.UTC)
+        for i, e in enumerate(ledger):
+            added = e.get("added")
+            if added and (now - _dt.datetime.fromisoformat(added)).total_seconds() > seconds:
+                out.add(i)
+    return [ledger[i] for i in sorted(out)]

@@ -1,0 +1,172 @@
+"""Pass-2 outputs: the arrays a projection writes, its frame, and appending to it.
+
+An output (OUT) holds, per row, ``projection`` (n×d), ``predicted``,
+``decision`` (written when asked, or for K ≤ 16 classes) and ``y`` when the
+input has labels; coordinate variables ``component`` (axis names) and
+``class`` (labels) so ``xarray.open_zarr(OUT)`` gives a labelled dataset; and
+in its attributes the *frame* it was written in (axes, centre, boundary,
+classes, the model's id, version and path; the model itself in the ``frame``
+subgroup) and, per source, the row ranges it holds. Appending projects new
+rows in that frame, whatever the model has become since.
+"""
+
+import uuid
+
+import dask.array as da
+import numpy as np
+
+from . import store
+from .passes import as_dask_labels, as_dask_rows, project_blocks, store_projection
+from .solvers import scores_to_index
+
+__all__ = [
+    "DECISION_MAX_CLASSES",
+    "axis_names",
+    "frame_attrs",
+    "projection_arrays",
+    "write_arrays",
+]
+
+#: ``decision`` is written by default up to this many classes (it is n×K float64).
+DECISION_MAX_CLASSES = 16
+
+
+def _uniform_rows(X):
+    """Row chunks all of one size (but the last), as a Zarr chunk grid needs."""
+    first = X.chunks[0][0]
+    if all(c == first for c in X.chunks[0][:-1]) and X.chunks[0][-1] <= first:
+        return X
+    return X.rechunk((first, -1))
+
+
+def projection_arrays(model, X, y=None, names=("X", "y")):
+    """Lazy output arrays of pass 2: projection, decision, predicted (and y).
+
+    Returns
+    -------
+    dict of name to (dask array, dimension names)
+    """
+    X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
+    coords = project_blocks(X, model.center_, model.components_, names[0])
+    coef = model.coef_
+    if coef.shape[0] == 1:
+        # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
+        decision = coords[:, 0] * np.linalg.norm(coef)
+        index = scores_to_index(decision)
+        decision_dims: tuple[str, ...] = ("row",)
+    else:
+        # Centred forms: X @ coef.T + intercept itself cancels digits far from the origin.
+        decision = model.decision_function(X)
+        index = scores_to_index(model._scores(X))
+        decision_dims = ("row", "class")
+    predicted = model._take_classes(index)
+    arrays = {
+        "projection": (coords, ("row", "component")),
+        "decision": (decision, decision_dims),
+        "predicted": (predicted, ("row",)),
+    }
+    if y is not None:
+        arrays["y"] = (as_dask_labels(y, X.chunks[0], names), ("row",))
+    return arrays
+
+
+def axis_names(model):
+    """Names of the projection axes, for the ``component`` coordinate."""
+    d = model.components_.shape[0]
+    if model.coef_.shape[0] == 1:
+        first = ["signed distance to boundary"]
+    else:
+        first = [f"Fisher direction {i + 1}" for i in range(min(d, len(model.classes_) - 1))]
+    rest = [f"boundary-parallel PC {i + 1}" for i in range(d - len(first))]
+    return first + rest
+
+
+def wants_decision(model, decision):
+    """Whether ``decision`` is written: when asked (True/False), else for K ≤ 16 classes."""
+    if decision is not None:
+        return bool(decision)
+    return len(model.classes_) <= DECISION_MAX_CLASSES
+
+
+def frame_attrs(model, meta=None, model_path=None, sources=None, n_rows=0, decision=True, action="written"):
+    """The attributes of an output written in ``model``'s frame.
+
+    ``sources``: the per-source row ranges (None when the rows came from memory,
+    which an append cannot extend).
+    """
+    meta = meta or getattr(model, "meta_", None) or {}
+    now = store.timestamp()
+    return {
+        "streamproj": {
+            "format_version": 2,
+            "write_id": uuid.uuid4().hex,
+            "model_id": model.model_id_,
+            "model_version": meta.get("version"),
+            "model_path": None if model_path is None else store.normalise(model_path),
+            "streamproj_version": meta.get("streamproj_version"),
+            "components": model.components_.tolist(),
+            "center": model.center_.tolist(),
+            "coef": model.coef_.tolist(),
+            "intercept": model.intercept_.tolist(),
+            "classes": np.asarray(model.classes_).tolist(),
+            "center_mode": model.center,
+            "shrinkage": model.shrinkage,
+            "decision": bool(decision),
+            "source": None if not sources else sources[0]["url"],
+            "sources": sources,
+            "rows": int(n_rows),
+            "written": now,
+            "history": [{"time": now, "action": action, "rows": int(n_rows)}],
+        },
+        "axis_names": axis_names(model),
+    }
+
+
+def _aligned(n_old, m, rows):
+    """Row chunks of ``m`` new rows so that each lands in whole chunks of a grid of ``rows`` after ``n_old``."""
+    first = min(m, (rows - n_old % rows) % rows or rows)
+    out = [first] if first else []
+    left = m - first
+    out += [rows] * (left // rows)
+    if left % rows:
+        out.append(left % rows)
+    return tuple(out)
+
+
+def write_arrays(group, arrays, model, decision, progress=False, append_at=None):
+    """Store lazy ``arrays`` (from :func:`projection_arrays`) in an output group, in one compute.
+
+    A fresh group (``append_at`` None) gets the arrays, the coordinate
+    variables and is chunked like the first input rows; an append grows the
+    group's own arrays from row ``append_at`` on, chunked on their grid.
+    """
+    names = [n for n in ("projection", "predicted", "decision", "y") if n in arrays
+             and (n != "decision" or decision)]
+    sources, targets = [], []
+    if append_at is None:
+        rows = arrays["projection"][0].chunks[0][0]
+        for name in names:
+            arr, dims = arrays[name]
+            chunks = (rows, *tuple(arr.shape[1:]))
+            targets.append(store.create_output_array(group, name, arr.shape, chunks, arr.dtype, dims))
+            sources.append(arr.rechunk(chunks) if arr.chunks[0][0] != rows else arr)
+        store.write_coordinate(group, "component", np.asarray(axis_names(model)))
+        store.write_coordinate(group, "class", np.asarray(model.classes_))
+    else:
+        for name in names:
+            arr, _dims = arrays[name]
+            target = store.grow_output_array(group, name, append_at + arr.shape[0])
+            rows = target.chunks[0]
+            sources.append(arr.rechunk((_aligned(append_at, arr.shape[0], rows), *arr.shape[1:])))
+            targets.append(target)
+    total = len(sources[0].chunks[0]) if sources else 0
+    store_projection(sources, targets, progress=progress, total=total)
+
+
+def concat_rows(parts):
+    """One lazy array of the rows ``[start:]`` of each ``(Source, start)``; labels when all have them."""
+    X = da.concatenate([src.X[start:] for src, start in parts], axis=0)
+    ys = [src.y for src, _ in parts]
+    y = None if any(v is None for v in ys) else da.concatenate(
+        [src.y[start:] for src, start in parts], axis=0)
+    return X, y

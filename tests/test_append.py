@@ -1,0 +1,260 @@
+"""Outputs appended to in their own frame: complete, no duplicates, rewritten past a drift, crash-safe."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from conftest import make_classes, write_zarr
+from test_faults import KILL_AT_STEP, leftovers, tree
+
+import streamproj as sp
+from streamproj import jobs, store
+from streamproj.cli import main
+from streamproj.errors import OutputExistsError, SourceChangedError
+
+
+@pytest.fixture
+def days(tmp_path):
+    X, y = make_classes(n=1200, p=4, k=3, seed=11)
+    for i in range(4):
+        write_zarr(tmp_path / f"day-{i}.zarr", X[i * 300:(i + 1) * 300], y[i * 300:(i + 1) * 300],
+                   chunk_rows=70)
+    return tmp_path, X, y
+
+
+def frame_of(out):
+    group = store.open_output(out)
+    return sp.BoundaryProjector.from_saved(*store.read_output_frame(group))
+
+
+def test_append_after_each_update_keeps_the_frame_and_every_row_once(days):
+    d, X, y = days
+    (d / "in").mkdir()
+    glob = str(d / "in" / "day-*.zarr")
+    for night in range(4):  # one new store a night; the model moves, the output's frame does not
+        (d / f"day-{night}.zarr").rename(d / "in" / f"day-{night}.zarr")
+        if night == 0:
+            jobs.fit_model(glob, d / "m")
+        else:
+            assert jobs.update_model(d / "m", glob)["status"] == "updated"
+        rep = jobs.project_model(d / "m", glob, d / "o.zarr", mode="append")
+        assert rep["output_action"] == ("written" if night == 0 else "appended")
+        assert rep["rows_written"] == 300
+        assert rep["rows"] == 300 * (night + 1)
+        if night == 0:
+            frame_id = store.open_output(d / "o.zarr").attrs["streamproj"]["model_id"]
+        else:
+            assert rep["drift_deg"] > 0
+    again = jobs.project_model(d / "m", glob, d / "o.zarr", mode="append")
+    assert again["output_action"] == "unchanged"
+    assert again["rows_written"] == 0
+    out = store.open_output(d / "o.zarr")
+    attrs = out.attrs["streamproj"]
+    assert attrs["model_id"] == frame_id  # the frame never changed
+    frame = frame_of(d / "o.zarr")
+    assert frame.model_id_ == frame_id
+    # rows complete, no duplicates: the ranges tile the output, and every row is the
+    # projection of its source row in the recorded frame
+    proj = out["projection"][:]
+    assert proj.shape == (1200, 2)
+    covered = np.zeros(1200, int)
+    for src in attrs["sources"]:
+        i = int(src["url"].rsplit("day-", 1)[1].split(".")[0])
+        for a, b, at in src["ranges"]:
+            covered[at:at + b - a] += 1
+            np.testing.assert_allclose(proj[at:at + b - a], frame.transform(X[i * 300 + a:i * 300 + b]),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(out["y"][at:at + b - a], y[i * 300 + a:i * 300 + b])
+            np.testing.assert_array_equal(out["predicted"][at:at + b - a],
+                                          frame.predict(X[i * 300 + a:i * 300 + b]))
+    assert (covered == 1).all()
+    assert [h["action"] for h in attrs["history"]][:2] == ["written", "appended"]
+    assert leftovers(d) == []
+
+
+def test_grown_source_appends_only_its_new_rows(days):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr", mode="append")
+    group = zarr.open_group(str(d / "day-0.zarr"), mode="a")
+    group["X"].resize((500, 4))
+    group["y"].resize((500,))
+    group["X"][300:] = X[300:500]
+    group["y"][300:] = y[300:500]
+    rep = jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr", mode="append")
+    assert rep["rows_written"] == 200
+    assert rep["sources"][0]["rows_skipped"] == 300
+    out = store.open_output(d / "o.zarr")
+    np.testing.assert_allclose(out["projection"][:], frame_of(d / "o.zarr").transform(X[:500]),
+                               rtol=1e-12, atol=1e-12)
+    assert out.attrs["streamproj"]["sources"][0]["ranges"] == [[0, 300, 0], [300, 500, 300]]
+    # a changed source is refused, the output untouched
+    before = tree(d / "o.zarr")
+    group["X"][5] = X[5] + 1
+    group["X"].resize((600, 4))
+    group["y"].resize((600,))
+    group["X"][500:] = X[500:600]
+    group["y"][500:] = y[500:600]
+    with pytest.raises(SourceChangedError, match="day-0.zarr"):
+        jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr", mode="append")
+    assert tree(d / "o.zarr") == before
+
+
+def test_drift_past_the_threshold_rewrites_in_the_new_frame(days):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr", mode="append")
+    jobs.update_model(d / "m", [d / "day-1.zarr", d / "day-2.zarr"])
+    drift = jobs.output_info(d / "o.zarr")["model"]["drift_deg"]
+    assert drift > 0.01
+    # below the threshold: appended in the old frame
+    low = jobs.project_model(d / "m", d / "day-1.zarr", d / "o.zarr", mode="append",
+                             reproject_above=drift * 2)
+    assert low["output_action"] == "appended"
+    high = jobs.project_model(d / "m", [d / "day-0.zarr", d / "day-1.zarr"], d / "o.zarr",
+                              mode="append", reproject_above=drift / 2)
+    assert high["output_action"] == "rewritten"
+    assert "moved" in high["reason"]
+    model = sp.load(d / "m")
+    out = store.open_output(d / "o.zarr")
+    assert out.attrs["streamproj"]["model_id"] == model.model_id_
+    np.testing.assert_allclose(out["projection"][:], model.transform(X[:600]), rtol=1e-12, atol=1e-12)
+    info = jobs.output_info(d / "o.zarr")
+    assert info["model"]["drift_deg"] < 1e-6
+    assert info["frame"]["model_version"] == model.meta_["version"]
+    # append without a threshold never rewrites silently when the frame cannot hold the model
+    jobs.fit_model(d / "day-3.zarr", d / "m2")
+    write_zarr(d / "two.zarr", X[:300, :], (y[:300] > 0).astype(int), chunk_rows=70)
+    jobs.fit_model(d / "two.zarr", d / "m2", overwrite=True)
+    with pytest.raises(OutputExistsError, match="classes changed"):
+        jobs.project_model(d / "m2", d / "day-2.zarr", d / "o.zarr", mode="append")
+
+
+def test_append_to_a_0_1_output_rewrites_or_refuses(days):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    model = sp.load(d / "m")
+    jobs.project(model, X[:300], d / "mem.zarr", y=y[:300])  # rows from memory: no sources
+    with pytest.raises(OutputExistsError, match="no frame or source rows"):
+        jobs.project_model(d / "m", d / "day-0.zarr", d / "mem.zarr", mode="append")
+    rep = jobs.project_model(d / "m", d / "day-0.zarr", d / "mem.zarr", mode="auto")
+    assert rep["output_action"] == "rewritten"
+
+
+def test_0_1_outputs_with_coords_stay_readable(days):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr")
+    # what 0.1 wrote: the coordinates under "coords", no frame, no coordinate variables
+    old = zarr.open_group(str(d / "old.zarr"), mode="w")
+    src = store.open_output(d / "o.zarr")
+    old.attrs.update({"streamproj": {k: v for k, v in src.attrs["streamproj"].items()
+                                     if k in ("model_id", "components", "center", "classes")},
+                      "complete": True})
+    old.create_array("coords", data=src["projection"][:], chunks=(70, 2), dimension_names=("row", "component"))
+    old.create_array("predicted", data=src["predicted"][:], chunks=(70,), dimension_names=("row",))
+    assert store.open_output(d / "old.zarr")["coords"].shape == (300, 2)
+    info = jobs.output_info(d / "old.zarr")
+    assert info["rows"] == 300
+    assert info["model"]["drift_deg"] is None
+    from streamproj.plot.reading import coordinates
+
+    np.testing.assert_array_equal(coordinates(store.open_output(d / "old.zarr"))[:], src["projection"][:])
+
+
+def test_decision_only_when_asked_or_few_classes(tmp_path):
+    X, y = make_classes(n=400, p=20, k=18, seed=2)
+    write_zarr(tmp_path / "many.zarr", X, y, chunk_rows=100)
+    jobs.fit_model(tmp_path / "many.zarr", tmp_path / "m", params={"n_components": 2})
+    jobs.project_model(tmp_path / "m", tmp_path / "many.zarr", tmp_path / "o.zarr")
+    assert "decision" not in store.open_output(tmp_path / "o.zarr")
+    jobs.project_model(tmp_path / "m", tmp_path / "many.zarr", tmp_path / "o.zarr", overwrite=True,
+                       decision=True)
+    out = store.open_output(tmp_path / "o.zarr")
+    assert out["decision"].shape == (400, 18)
+    model = sp.load(tmp_path / "m")
+    np.testing.assert_array_equal(out["predicted"][:], model.predict(X))
+
+
+def test_xarray_selects_by_class_label_and_axis_name(tmp_path):
+    """The README's example, run as written."""
+    X, y = make_classes(n=500, p=4, k=3, seed=4)
+    write_zarr(tmp_path / "data.zarr", X, np.arange(3)[y], chunk_rows=100)
+    jobs.fit_model(tmp_path / "data.zarr", tmp_path / "model")
+    jobs.project_model(tmp_path / "model", tmp_path / "data.zarr", tmp_path / "out.zarr")
+    # --- README example ---
+    ds = xr.open_zarr(tmp_path / "out.zarr")                 # consolidated metadata, lazy
+    z = ds.projection.sel(component="Fisher direction 1")    # an axis by name
+    score = ds.decision.sel({"class": 2})                    # a class's decision value by label
+    mine = ds.projection.where((ds.predicted == 2).compute(), drop=True)  # rows predicted as 2
+    # ---
+    model = sp.load(tmp_path / "model")
+    np.testing.assert_allclose(z.values, model.transform(X)[:, 0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(score.values, model.decision_function(X)[:, 2], rtol=1e-9, atol=1e-9)
+    assert mine.sizes["row"] == int((model.predict(X) == 2).sum())
+
+
+# ------------------------------------------------------------ kills
+def _run_killed(k, argv):
+    proc = subprocess.run([sys.executable, "-c", KILL_AT_STEP, str(k), "0", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode == 9:
+        return None
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split("STEPS")[-1])
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_commit_step_of_an_append(days):
+    d, X, y = days
+    assert main(["fit", str(d / "day-0.zarr"), "--model", str(d / "m")]) == 0
+    assert main(["project", str(d / "m"), str(d / "day-0.zarr"), "--output", str(d / "o.zarr")]) == 0
+    assert main(["update", str(d / "m"), str(d / "day-1.zarr")]) == 0
+    template = tree(d / "o.zarr")
+    frame = frame_of(d / "o.zarr")
+    argv = ["project", d / "m", d / "day-0.zarr", d / "day-1.zarr", "--output", d / "o.zarr", "--append"]
+    k = 1
+    while True:
+        steps = _run_killed(k, argv)
+        if steps is not None:
+            break
+        # killed: the output is exactly as it was (or, when the kill fell after the swap, complete)
+        state = tree(d / "o.zarr")
+        if state != template:
+            assert store.open_output(d / "o.zarr")["projection"].shape == (600, 2)
+        # the rerun completes it, and cleans up what the kill left
+        assert _run_killed(10_000, argv) is not None
+        out = store.open_output(d / "o.zarr")
+        np.testing.assert_allclose(out["projection"][:], frame.transform(X[:600]), rtol=1e-12, atol=1e-12)
+        assert leftovers(d) == [], (k, leftovers(d))
+        # back to the one-day output for the next kill
+        main(["project", str(d / "m"), str(d / "day-0.zarr"), "--output", str(d / "o.zarr"), "--overwrite"])
+        zarr_out = store.open_output(d / "o.zarr")
+        assert zarr_out["projection"].shape == (300, 2)
+        frame = frame_of(d / "o.zarr")
+        template = tree(d / "o.zarr")
+        k += 1
+    assert k >= 2  # the swap and the removal of the old copy were each killed
+
+
+def test_json_report_of_append(days, capsys):
+    d, X, y = days
+    assert main(["fit", str(d / "day-0.zarr"), "--model", str(d / "m"), "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["command"] == "fit"
+    assert fit["sources"][0]["rows_merged"] == 300
+    argv = ["project", str(d / "m"), str(d / "day-*.zarr"), "--output", str(d / "o.zarr"), "--append",
+            "--json"]
+    assert main(argv) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["output_action"] == "written"
+    assert rep["rows"] == 1200
+    assert main(argv) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["output_action"] == "unchanged"
+    assert {"timings", "versions", "sources", "drift_deg"} <= set(rep)
+    assert all(s["rows_skipped"] == 300 for s in rep["sources"])

@@ -1,0 +1,256 @@
+"""Many sources per model: ledger, formats, forget, sliding windows, federated merge, reports."""
+
+import datetime as dt
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+from conftest import make_classes, write_zarr
+
+import streamproj as sp
+from streamproj import jobs, ledger, store
+from streamproj.cli import main
+from streamproj.errors import IncompatibleStatsError, InputError, SourceChangedError
+
+COLS = [f"emb_{i}" for i in range(5)]
+
+
+@pytest.fixture
+def days(tmp_path):
+    X, y = make_classes(n=1500, p=5, k=2, seed=21)
+    for i in range(5):
+        write_zarr(tmp_path / f"day-{i}.zarr", X[i * 300:(i + 1) * 300], y[i * 300:(i + 1) * 300],
+                   chunk_rows=80)
+    return tmp_path, X, y
+
+
+def assert_fit_on(model_dir, X, y, tol=1e-10):
+    got, ref = sp.load(model_dir), sp.BoundaryProjector().fit(X, y)
+    for name in ("coef_", "intercept_", "components_", "center_"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert np.max(np.abs(a - b)) <= tol * np.max(np.abs(b)), name
+    assert got.stats_.n_samples == len(y)
+
+
+def rows(*days):
+    return np.concatenate([np.arange(i * 300, (i + 1) * 300) for i in days])
+
+
+def test_glob_skips_merged_sources_merges_grown_ones_and_refuses_changed(days):
+    d, X, y = days
+    jobs.fit_model(str(d / "day-[01].zarr"), d / "m")
+    assert_fit_on(d / "m", X[rows(0, 1)], y[rows(0, 1)])
+    rep = jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    assert [s["status"] for s in rep["sources"]] == ["skipped", "skipped", "merged", "merged", "merged"]
+    assert rep["rows_added"] == 900
+    assert_fit_on(d / "m", X, y)
+    assert jobs.update_model(d / "m", str(d / "day-*.zarr"))["status"] == "unchanged"
+    # day-4 grows by 100 rows (of day 0's, counted again on purpose: they are new rows of day 4)
+    g = zarr.open_group(str(d / "day-4.zarr"), mode="a")
+    g["X"].resize((400, 5))
+    g["y"].resize((400,))
+    g["X"][300:], g["y"][300:] = X[:100], y[:100]
+    rep = jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    assert rep["sources"][4] == {"url": str((d / "day-4.zarr").resolve()), "status": "grown",
+                                 "rows_merged": 100, "rows_skipped": 300}
+    assert_fit_on(d / "m", np.vstack([X, X[:100]]), np.concatenate([y, y[:100]]))
+    # day-1 changes: refused, the model untouched
+    version = sp.load(d / "m").meta_["version"]
+    g = zarr.open_group(str(d / "day-1.zarr"), mode="a")
+    g["X"][0] = X[300] * 2
+    with pytest.raises(SourceChangedError, match="day-1.zarr/X"):
+        jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    assert sp.load(d / "m").meta_["version"] == version
+
+
+def test_forget_equals_a_fit_on_the_remaining_sources(days):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.update_model(d / "m", [d / "day-1.zarr", d / "day-2.zarr"])
+    jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    rep = jobs.forget_sources(d / "m", d / "day-1.zarr")
+    assert rep["rows_removed"] == 300
+    assert_fit_on(d / "m", X[rows(0, 2, 3, 4)], y[rows(0, 2, 3, 4)])
+    (d / "day-3.zarr").rename(d / "gone.zarr")  # a deleted source can still be forgotten, by glob
+    jobs.forget_sources(d / "m", str(d / "day-[34].zarr"))
+    assert_fit_on(d / "m", X[rows(0, 2)], y[rows(0, 2)])
+    assert [s["url"].rsplit("/", 1)[1] for s in jobs.model_info(d / "m")["sources"]] == [
+        "day-0.zarr", "day-2.zarr"]
+    with pytest.raises(InputError, match="holds no source"):
+        jobs.forget_sources(d / "m", d / "day-1.zarr")
+    with pytest.raises(InputError, match="without rows"):
+        jobs.forget_sources(d / "m", str(d / "day-*.zarr"))
+
+
+def test_window_keeps_the_newest_sources_exactly(days):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m", keep_last=3)
+    for i in range(1, 5):
+        rep = jobs.update_model(d / "m", d / f"day-{i}.zarr", keep_last=3)
+    assert rep["evicted"] == [str((d / "day-1.zarr").resolve())]
+    assert_fit_on(d / "m", X[rows(2, 3, 4)], y[rows(2, 3, 4)])
+    # max_age: sources first merged long ago fall out
+    meta = store.read_model(d / "m")[0]
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(days=40)).isoformat(timespec="seconds")
+    entries = [dict(e) for e in meta["sources"]]
+    entries[0]["added"] = old
+    assert ledger.to_evict(entries, max_age="30d") == [entries[0]]
+    assert ledger.to_evict(entries, keep_last=2) == [entries[0]]
+    with pytest.raises(InputError, match="max_age"):
+        ledger.parse_age("a month")
+
+
+def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp_path):
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "site-a")
+    jobs.fit_model(str(d / "day-[234].zarr"), d / "site-b")
+    rep = jobs.merge_models(d / "site-a", [d / "site-b"])
+    assert rep["rows_added"] == 900
+    assert_fit_on(d / "site-a", X, y)
+    info = jobs.model_info(d / "site-a")
+    origins = [s.get("origin", {}).get("model") for s in info["sources"]]
+    assert origins[:2] == [None, None]
+    assert set(origins[2:]) == {str((d / "site-b").resolve())}
+    # the merged sources can be forgotten exactly, like local ones
+    jobs.forget_sources(d / "site-a", d / "day-3.zarr")
+    assert_fit_on(d / "site-a", X[rows(0, 1, 2, 4)], y[rows(0, 1, 2, 4)])
+    # shared sources are refused
+    jobs.fit_model(d / "day-2.zarr", d / "site-c")
+    with pytest.raises(InputError, match="share the source"):
+        jobs.merge_models(d / "site-a", [d / "site-c"])
+    # a copy of the same rows elsewhere is recognised by its fingerprint
+    zarr_copy = d / "copy.zarr"
+    write_zarr(zarr_copy, X[:300], y[:300], chunk_rows=80)
+    jobs.fit_model(zarr_copy, d / "site-d")
+    with pytest.raises(InputError, match="share the source"):
+        jobs.merge_models(d / "site-a", [d / "site-d"])
+    # other features are refused
+    Z, w = make_classes(n=200, p=3, k=2, seed=1)
+    write_zarr(d / "narrow.zarr", Z, w)
+    jobs.fit_model(d / "narrow.zarr", d / "site-e")
+    with pytest.raises(IncompatibleStatsError, match="3 features"):
+        jobs.merge_models(d / "site-a", [d / "site-e"])
+
+
+def test_parquet_csv_and_hdf5_inputs_equal_the_zarr_result(days):
+    h5py = pytest.importorskip("h5py")
+    d, X, y = days
+    df = pd.DataFrame(X[:600], columns=COLS).assign(label=y[:600], note="x")
+    df.iloc[:300].to_parquet(d / "p-0.parquet", row_group_size=70)
+    df.iloc[300:].to_parquet(d / "p-1.parquet", row_group_size=70)
+    df.to_csv(d / "t.csv", index=False)
+    with h5py.File(d / "t.h5", "w") as f:
+        f.create_dataset("g/X", data=X[:600], chunks=(90, 5))
+        f.create_dataset("g/y", data=y[:600])
+    jobs.fit_model(str(d / "day-[01].zarr"), d / "zarr-model")
+    ref = sp.load(d / "zarr-model")
+    for name, spec, kw in [("parquet", str(d / "p-*.parquet"), {"features": "emb_*", "label": "label"}),
+                           ("csv", d / "t.csv", {"features": ",".join(COLS), "label": "label"}),
+                           ("hdf5", f"{d / 't.h5'}:/g/X", {})]:
+        jobs.fit_model(spec, d / name, **kw)
+        got = sp.load(d / name)
+        for attr in ("coef_", "components_", "center_"):
+            np.testing.assert_allclose(getattr(got, attr), getattr(ref, attr), rtol=1e-10, atol=1e-12)
+        jobs.project_model(d / name, spec, d / f"{name}.zarr", **kw)
+        np.testing.assert_allclose(store.open_output(d / f"{name}.zarr")["projection"][:],
+                                   ref.transform(X[:600]), rtol=1e-9, atol=1e-9)
+    # an update by the same glob skips the Parquet files it merged
+    assert jobs.update_model(d / "parquet", str(d / "p-*.parquet"), features="emb_*",
+                             label="label")["status"] == "unchanged"
+    # errors name the file and the column
+    with pytest.raises(InputError, match=r"p-0.parquet.*(lable|column)"):
+        jobs.fit_model(d / "p-0.parquet", d / "bad", features="emb_*", label="lable")
+    assert not (d / "bad").exists()
+
+
+def test_json_reports_of_every_command(days, capsys):
+    d, X, y = days
+
+    def js(*argv):
+        code = main([str(a) for a in argv] + ["--json"])
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1, out
+        return code, json.loads(out[0])
+
+    code, rep = js("fit", d / "day-0.zarr", "--model", d / "m")
+    assert code == 0
+    assert rep["command"] == "fit"
+    assert rep["sources"][0]["rows_merged"] == 300
+    code, rep = js("update", d / "m", d / "day-*.zarr")
+    assert code == 0
+    assert [(s["status"], s["rows_merged"], s["rows_skipped"]) for s in rep["sources"]] == [
+        ("skipped", 0, 300)] + [("merged", 300, 0)] * 4
+    assert rep["drift_deg"] > 0
+    assert rep["normal_angle_deg"] == rep["drift_deg"]
+    assert {"timings", "versions", "version", "n_samples"} <= set(rep)
+    assert rep["versions"]["streamproj"] == sp.__version__
+    assert rep["timings"]["total"] > 0
+    code, rep = js("project", d / "m", d / "day-*.zarr", "--output", d / "o.zarr", "--append")
+    assert rep["output_action"] == "written"
+    assert rep["rows_written"] == 1500
+    code, rep = js("forget", d / "m", d / "day-4.zarr")
+    assert rep["rows_removed"] == 300
+    assert rep["sources"][0]["status"] == "forgotten"
+    code, rep = js("info", d / "o.zarr")
+    assert rep["kind"] == "output"
+    assert rep["model"]["drift_deg"] > 0
+    assert rep["frame"]["model_version"] == "v000002"
+    code, rep = js("info", d / "m")
+    assert rep["kind"] == "model"
+    assert rep["per_source_summaries"] == 4
+    jobs.fit_model(d / "day-4.zarr", d / "other")
+    code, rep = js("merge", d / "m", d / "other")
+    assert code == 0
+    assert rep["rows_added"] == 300
+    assert rep["models"][0]["model_id"]
+
+
+def _config(d, alert):
+    path = d / "job.toml"
+    path.write_text(f'''
+[input]
+paths = ["day-*.zarr"]
+[model]
+path = "m"
+[output]
+path = "o.zarr"
+mode = "auto"
+reproject_above_degrees = 90.0
+[run]
+alert_above_degrees = {alert}
+''')
+    return path
+
+
+def test_run_alerts_with_exit_3_when_the_boundary_moves_too_far(days, capsys):
+    d, X, y = days
+    (d / "later").mkdir()
+    for i in (1, 2, 3, 4):
+        (d / f"day-{i}.zarr").rename(d / "later" / f"day-{i}.zarr")
+    assert main(["run", str(_config(d, 1e-6)), "--json"]) == 0  # a fit has no drift
+    first = json.loads(capsys.readouterr().out)
+    assert first["steps"][0]["command"] == "fit"
+    assert first["alert"] is None
+    for i in (1, 2, 3, 4):
+        (d / "later" / f"day-{i}.zarr").rename(d / f"day-{i}.zarr")
+    code = main(["run", str(_config(d, 1e-6)), "--json"])
+    captured = capsys.readouterr()
+    assert code == 3
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("streamproj: alert: ")
+    assert "moved" in err[0]
+    rep = json.loads(captured.out)
+    assert rep["status"] == "alert"
+    assert rep["drift_deg"] > 1e-6
+    assert rep["steps"][1]["output_action"] == "appended"
+    # the same night again: nothing moved, no alert
+    assert main(["run", str(_config(d, 1e-6)), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["steps"][0]["status"] == "unchanged"
+    assert rep["steps"][1]["output_action"] == "unchanged"
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(_config(d, 1e-6)), "--alert-above", "-1"])
+    assert exc.value.code == 2
