@@ -28,7 +28,8 @@ TESTS = ["tests/test_stats.py", "tests/test_solvers.py", "tests/test_numbers.py"
 MUTATIONS = [
     # ---- pass 1: one chunk's summary
     ("chunk: drop the class-mean correction", "streamproj/stats.py",
-     "within = gram - (sums.T / counts) @ sums", "within = gram + (sums.T / counts) @ sums"),
+     "_symmetric_update(product, p, sums.T / -counts, sums)",
+     "_symmetric_update(product, p, sums.T / counts, sums)"),
     ("chunk: class means divide by n+1", "streamproj/stats.py",
      "_two_sum(shifts, sums / counts[:, None])", "_two_sum(shifts, sums / (counts[:, None] + 1))"),
     ("chunk: per-class shift is zero", "streamproj/stats.py",
@@ -51,8 +52,8 @@ MUTATIONS = [
     ("merge: weight n_a n_b / (n+1)", "streamproj/stats.py",
      "na * (nb / safe_n), 0.0)", "na * (nb / (safe_n + 1)), 0.0)"),
     ("merge: drop the between-halves term", "streamproj/stats.py",
-     "within = a.within + b.within + (delta * weight[:, None]).T @ delta",
-     "within = a.within + b.within"),
+     "_symmetric_update(within, p, (delta * weight[:, None]).T, delta)",
+     "_symmetric_update(within, p, 0.0 * delta.T, delta)"),
     ("shift moments: M2 sign", "streamproj/stats.py",
      "new_m2 = m2 + n * ea * eb", "new_m2 = m2 - n * ea * eb"),
     ("shift moments: M21 cross term", "streamproj/stats.py",
