@@ -12,6 +12,7 @@ from .cluster import dask_cluster
 from .config import load_config
 from .errors import InputError, OutputExistsError, StreamprojError
 from .solvers import validate_shrinkage
+from .stats import parse_memory
 
 __all__ = ["main"]
 
@@ -28,6 +29,19 @@ def _shrinkage(text):
         return validate_shrinkage(text)
     except StreamprojError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _memory(text):
+    try:
+        return parse_memory(text, "--max-summary-memory")
+    except StreamprojError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _memory_arg(p):
+    p.add_argument("--max-summary-memory", type=_memory, default=None, metavar="SIZE",
+                   help="refuse a summary (plus chunks in flight) larger than SIZE, e.g. 4GB "
+                        "(default: half the machine's memory)")
 
 
 def _common(p, compute=True):
@@ -67,6 +81,9 @@ def build_parser():
     p.add_argument("--keep-class-scatter", action="store_true",
                    help="keep per-class scatter matrices (needed for QDA)")
     p.add_argument("--overwrite", action="store_true", help="refit over an existing model")
+    p.add_argument("--bfloat16", action="store_true",
+                   help="X holds bfloat16 values stored as uint16 bit patterns")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_fit)
 
@@ -76,6 +93,7 @@ def build_parser():
     _input_args(p)
     p.add_argument("--verify", action="store_true",
                    help="re-read rows merged before to check they are unchanged (slow)")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_update)
 
@@ -90,6 +108,7 @@ def build_parser():
 
     p = sub.add_parser("run", help="run a job from a TOML config: fit or update, then project")
     p.add_argument("config", metavar="CONFIG.toml")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_run)
 
@@ -110,7 +129,8 @@ def build_parser():
 def _fit(args):
     params = {"n_components": args.n_components, "shrinkage": args.shrinkage,
               "center": args.center, "boundary": args.boundary,
-              "keep_class_scatter": args.keep_class_scatter}
+              "keep_class_scatter": args.keep_class_scatter, "bfloat16": args.bfloat16,
+              "max_summary_memory": args.max_summary_memory}
     report = jobs.fit_model(args.input, args.model, args.x, args.y, params,
                             overwrite=args.overwrite, progress=args.progress,
                             allow_missing_chunks=args.allow_missing_chunks)
@@ -137,7 +157,8 @@ def _describe_update(report):
 def _update(args):
     print(_describe_update(jobs.update_model(args.model, args.input, args.x, args.y,
                                              progress=args.progress, verify=args.verify,
-                                             allow_missing_chunks=args.allow_missing_chunks)))
+                                             allow_missing_chunks=args.allow_missing_chunks,
+                                             max_summary_memory=args.max_summary_memory)))
 
 
 def _project(args):
@@ -157,7 +178,7 @@ def _run(args):
     progress = args.progress
     if progress is None:  # neither --progress nor --no-progress: the config, else the terminal
         progress = config.run.progress if config.run.progress is not None else sys.stderr.isatty()
-    for report in jobs.run_job(config, progress=progress):
+    for report in jobs.run_job(config, progress=progress, max_summary_memory=args.max_summary_memory):
         if report["status"] in ("updated", "unchanged"):
             print(_describe_update(report))
         elif report["status"] == "fitted":

@@ -71,7 +71,8 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
     dict of name to (dask array, dimension names)
     """
     X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
-    coords = project_blocks(X, model.center_, model.components_, names[0])
+    coords = project_blocks(X, model.center_, model.components_, names[0],
+                            bfloat16=getattr(model, "bfloat16", False))
     coef = model.coef_
     if coef.shape[0] == 1:
         # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
@@ -206,7 +207,8 @@ def fit_model(input_url, model_path, x="X", y="y", params=None, overwrite=False,
         model = BoundaryProjector(**(params or {}), progress=progress)
         with _context(str(input_url)):
             model.fit_stats(accumulate(X, Y, model.summary_detail(), progress=progress,
-                                       names=names))
+                                       names=names, max_summary_memory=model.max_summary_memory,
+                                       bfloat16=model.bfloat16))
         source = {**_source_key(input_url, x, y), "rows": int(X.shape[0]),
                   "edges": _edge_fingerprint(X, Y, X.shape[0]), "merged": store.timestamp(),
                   "batches": [_batch_record(model.stats_, 0, X.shape[0])]}
@@ -259,7 +261,7 @@ def _drift(old, new):
 
 
 def update_model(model_path, input_url, x="X", y="y", progress=False, verify=False,
-                 allow_missing_chunks=False):
+                 allow_missing_chunks=False, max_summary_memory=None):
     """Merge the rows of a source that the model has not seen; returns a report dict.
 
     Rows merged before (same resolved URL and arrays, per the model's ledger of
@@ -302,7 +304,8 @@ def update_model(model_path, input_url, x="X", y="y", progress=False, verify=Fal
                     "message": f"{input_url}: all {start} rows were merged before; model unchanged"}
         with _context(str(input_url)):
             batch = accumulate(rows[start:], labels[start:], old.summary_detail(), progress=progress,
-                               row_offset=start, names=names)
+                               row_offset=start, names=names, max_summary_memory=max_summary_memory,
+                               bfloat16=old.bfloat16, n_classes=old.stats_.n_classes)
         new = BoundaryProjector.from_saved(meta, stats, solution)
         with _context(str(input_url)):
             new.partial_fit_stats(batch)
@@ -413,7 +416,7 @@ def _check_job_paths(config):
                              ("[output] path", out.path))
 
 
-def run_job(config, progress=None):
+def run_job(config, progress=None, max_summary_memory=None):
     """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project."""
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
@@ -429,13 +432,15 @@ def run_job(config, progress=None):
             params = {"n_components": mod.n_components,
                       "shrinkage": validate_shrinkage(mod.shrinkage),
                       "center": mod.center, "boundary": mod.boundary,
-                      "keep_class_scatter": mod.keep_class_scatter}
+                      "keep_class_scatter": mod.keep_class_scatter,
+                      "max_summary_memory": max_summary_memory}
             reports.append(fit_model(inp.path, mod.path, inp.x, inp.y, params,
                                      overwrite=mod.mode == "fit", progress=bool(show),
                                      allow_missing_chunks=inp.allow_missing_chunks))
         else:
             reports.append(update_model(mod.path, inp.path, inp.x, inp.y, progress=bool(show),
-                                        allow_missing_chunks=inp.allow_missing_chunks))
+                                        allow_missing_chunks=inp.allow_missing_chunks,
+                                        max_summary_memory=max_summary_memory))
         if out.path:
             reports.append(project_model(mod.path, out.input or inp.path, out.path, inp.x, inp.y,
                                          overwrite=out.overwrite, progress=bool(show),
