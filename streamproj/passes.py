@@ -167,7 +167,7 @@ def _merge_all(*parts, budget=None):
         classes = set().union(*(part.classes.tolist() for part in parts))
         try:
             check_summary_memory(parts[0].n_features, len(classes), detail, budget,
-                                 where="merging chunk summaries: ")
+                                 where="merging chunk summaries: ", summaries=3)
         except StreamprojError as exc:
             return exc
     total = parts[0]

@@ -924,22 +924,23 @@ def format_bytes(n):
 
 
 def check_summary_memory(n_features, n_classes, detail, budget, chunk_rows=0, itemsize=8,
-                         concurrent=1, where=""):
+                         concurrent=1, where="", summaries=1):
     """Raise :class:`SummaryMemoryError` when a summary and its working set exceed ``budget``.
 
-    Needed: one running summary (:func:`summary_nbytes`) plus ``concurrent``
+    Needed: ``summaries`` summaries of this shape (one running total; a merge
+    holds three: both halves re-centred and the result) plus ``concurrent``
     chunks' working sets (:func:`chunk_nbytes`). The message says what to
     change: the pooled detail or a float shrinkage, fewer features, or the budget.
     """
     if budget is None:
         return
-    summary = summary_nbytes(n_features, n_classes, detail)
+    summary = int(summaries) * summary_nbytes(n_features, n_classes, detail)
     work = chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize) if chunk_rows else 0
     need = summary + int(concurrent) * work
     if need <= budget:
         return
     k = f"{n_classes} classes" if n_classes > 1 else "at least 2 classes"
-    parts = f"{format_bytes(summary)} summary"
+    parts = f"{format_bytes(summary)} summar{'y' if summaries == 1 else 'ies'}"
     if work:
         parts += f" + {concurrent} x {format_bytes(work)} per chunk in flight"
     if detail == "pooled":
