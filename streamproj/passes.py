@@ -186,7 +186,7 @@ def _concurrent_chunks():
     return int(workers) if workers else (os.cpu_count() or 1)
 
 
-def plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, name="X"):
+def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, name="X"):
     """Refuse before reading when a summary of this shape would not fit ``budget`` bytes.
 
     ``n_classes`` is a lower bound where the labels are not read yet (2): the
@@ -239,7 +239,7 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
         msg = f"{names[0]} has no rows"
         raise InputError(msg)
     budget = parse_memory(max_summary_memory)
-    plan_memory(X.shape[1], n_classes, detail, budget, max(X.chunks[0]), X.dtype.itemsize, names[0])
+    _plan_memory(X.shape[1], n_classes, detail, budget, max(X.chunks[0]), X.dtype.itemsize, names[0])
     if bfloat16 and X.dtype != np.uint16:
         msg = (f"{names[0]} has dtype {X.dtype}, but bfloat16=True reads bfloat16 values stored "
                "as uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
