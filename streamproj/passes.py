@@ -31,6 +31,7 @@ from .stats import (
     check_matrix,
     check_summary_memory,
     parse_memory,
+    summary_nbytes,
 )
 
 __all__ = [
@@ -45,6 +46,9 @@ __all__ = [
 # Rows per chunk for in-memory input: about 64 MiB of float64 work per chunk.
 DEFAULT_CHUNK_BYTES = 64 * 2**20
 _MERGE_FAN_IN = 4
+# Summaries larger than this are merged two at a time: fewer of them wait in memory for
+# their merge (each is p x p float64: 134 MB at p = 4,096).
+_WIDE_SUMMARY_BYTES = 32 * 2**20
 
 
 def _default_rows(n_features):
@@ -255,13 +259,14 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
         for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
     ]
     level = 0
+    fan_in = 2 if summary_nbytes(X.shape[1], n_classes, detail) > _WIDE_SUMMARY_BYTES else _MERGE_FAN_IN
     while len(parts) > 1:
         parts = [
             dask.delayed(_merge_all, pure=True)(
-                *parts[i : i + _MERGE_FAN_IN], budget=budget,
+                *parts[i : i + fan_in], budget=budget,
                 dask_key_name=f"streamproj-merge-{token}-{level}-{i}",
             )
-            for i in range(0, len(parts), _MERGE_FAN_IN)
+            for i in range(0, len(parts), fan_in)
         ]
         level += 1
     (stats,) = compute_with_progress(parts[0], progress=progress, prefix="streamproj-summary-",
