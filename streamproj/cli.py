@@ -12,6 +12,7 @@ from .cluster import dask_cluster
 from .config import load_config
 from .errors import InputError, OutputExistsError, StreamprojError
 from .solvers import validate_shrinkage
+from .stats import parse_memory
 
 __all__ = ["main"]
 
@@ -38,6 +39,19 @@ def _common(p, compute=True):
                        help="progress bars over chunks (default: on when stderr is a terminal)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (for schedulers) instead of text")
+
+
+def _memory(text):
+    try:
+        return parse_memory(text, "--max-summary-memory")
+    except StreamprojError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _memory_arg(p):
+    p.add_argument("--max-summary-memory", type=_memory, default=None, metavar="SIZE",
+                   help="refuse a summary (plus chunks in flight) larger than SIZE, e.g. 4GB "
+                        "(default: half the machine's memory)")
 
 
 def _input_args(p):
@@ -110,6 +124,9 @@ def build_parser():
                    help="keep per-class scatter matrices (needed for QDA)")
     p.add_argument("--overwrite", action="store_true", help="refit over an existing model")
     _window_args(p)
+    p.add_argument("--bfloat16", action="store_true",
+                   help="X holds bfloat16 values stored as uint16 bit patterns")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_fit)
 
@@ -120,6 +137,7 @@ def build_parser():
     p.add_argument("--verify", action="store_true",
                    help="re-read rows merged before to check they are unchanged (slow)")
     _window_args(p)
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_update)
 
@@ -158,6 +176,7 @@ def build_parser():
     p.add_argument("--alert-above", type=_degrees, metavar="DEG",
                    help="exit with status 3 when the boundary moved more than DEG degrees "
                         "(overrides [run] alert_above_degrees)")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_run)
 
@@ -193,7 +212,8 @@ def _inputs(args):
 def _fit(args):
     params = {"n_components": args.n_components, "shrinkage": args.shrinkage,
               "center": args.center, "boundary": args.boundary,
-              "keep_class_scatter": args.keep_class_scatter}
+              "keep_class_scatter": args.keep_class_scatter, "bfloat16": args.bfloat16,
+              "max_summary_memory": args.max_summary_memory}
     report = jobs.fit_model(args.input, args.model, params=params, overwrite=args.overwrite,
                             progress=args.progress, keep_last=args.keep_last,
                             max_age=args.max_age, **_inputs(args))
@@ -229,7 +249,8 @@ def _describe_update(report):
 
 def _update(args):
     report = jobs.update_model(args.model, args.input, progress=args.progress, verify=args.verify,
-                               keep_last=args.keep_last, max_age=args.max_age, **_inputs(args))
+                               keep_last=args.keep_last, max_age=args.max_age,
+                               max_summary_memory=args.max_summary_memory, **_inputs(args))
     _emit(args, report, _describe_update(report))
 
 
@@ -287,7 +308,7 @@ def _run(args):
     progress = args.progress
     if progress is None:  # neither --progress nor --no-progress: the config, else the terminal
         progress = config.run.progress if config.run.progress is not None else sys.stderr.isatty()
-    report = jobs.run_job(config, progress=progress)
+    report = jobs.run_job(config, progress=progress, max_summary_memory=args.max_summary_memory)
     lines = []
     for step in report["steps"]:
         if step["command"] == "update":

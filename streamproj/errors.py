@@ -23,6 +23,7 @@ __all__ = [
     "StorageError",
     "StreamprojError",
     "StreamprojWarning",
+    "SummaryMemoryError",
 ]
 
 
@@ -72,6 +73,10 @@ class StorageError(StreamprojError):
 
 class ClusterError(StreamprojError):
     """The dask cluster cannot be started or reached, or lost every worker."""
+
+
+class SummaryMemoryError(StreamprojError):
+    """The summary asked for (and its working set) would not fit the memory budget."""
 
 
 class StreamprojWarning(UserWarning):
