@@ -410,6 +410,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     ap.add_argument("--baseline", default=None, metavar="DIR",
                     help="another streamproj source tree whose fit/project are timed in the same rounds")
+    ap.add_argument("--only", default=None, metavar="TASKS",
+                    help="run only these tasks (comma-separated names, e.g. read,fit,fit@base)")
     ap.add_argument("--frames", action="store_true",
                     help="also fit 1M x 50 from a pandas DataFrame vs the same numpy array")
     ap.add_argument("--memory-limit-gb", type=float, default=None,
@@ -457,6 +459,9 @@ def main():
         plan += [(task, task, 1_000_000, 50, None) for task in ("fit_numpy", "fit_pandas")]
     paths.update({(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan
                   if p in (100, 1000) and (n, p) not in paths})
+    if args.only:
+        keep = set(args.only.split(","))
+        plan = [item for item in plan if item[0] in keep]
     runs = {item: [] for item in plan}
     for round_ in range(args.repeats):
         for item in plan:
