@@ -7,7 +7,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__, jobs, store
+from . import jobs, store
+from ._version import __version__
 from .cluster import dask_cluster
 from .config import load_config
 from .errors import InputError, OutputExistsError, StreamprojError

@@ -22,6 +22,7 @@ from sklearn.utils._set_output import _get_output_config, _wrap_data_with_contai
 from sklearn.utils.validation import _check_feature_names_in, validate_data
 
 from . import solvers, store
+from ._version import __version__
 from .errors import (
     IncompatibleStatsError,
     InputError,
@@ -695,10 +696,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     def to_meta(self, extra=None):
         """The JSON-ready description written to ``model.json``."""
         self._check_fitted()
-        import streamproj
-
         meta = {
-            "streamproj_version": streamproj.__version__,
+            "streamproj_version": __version__,
             "model_id": self.model_id_,
             "saved": store.timestamp(),
             "params": self._stored_params(),
