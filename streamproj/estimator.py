@@ -1,9 +1,11 @@
 """BoundaryProjector: a scikit-learn estimator over streaming class summaries."""
 
 import hashlib
+import re
+from collections.abc import Mapping
 from numbers import Integral, Real
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import dask.array as da
 import numpy as np
@@ -94,11 +96,17 @@ class _SummaryClassifier:
     _needs = "the model"
 
     # ----------------------------------------------------------- validation
+    # what each parameter may be, in words (for the error said of a flag or config key)
+    _parameter_words: ClassVar[dict[str, str]] = {}
+
     def _validate_params(self):
         try:
             super()._validate_params()
         except _SklearnParamError as exc:
-            raise InvalidParameterError(str(exc)) from None
+            found = re.match(r"The '(\w+)' parameter", str(exc))
+            name = found.group(1) if found else None
+            raise InvalidParameterError(str(exc), name, getattr(self, name, None) if name else None,
+                                        self._parameter_words.get(name or "")) from None
 
     def _check_in_memory(self, X, reset):
         """validate_data, with its ValueErrors as InputError (same message)."""
@@ -397,6 +405,14 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "keep_class_scatter": ["boolean"],
         "progress": ["boolean"],
+    }
+    _parameter_words: ClassVar[dict[str, str]] = {
+        "n_components": "a whole number of at least 1",
+        "shrinkage": "None, 'auto', 'oas' or a float in [0, 1]",
+        "center": "one of 'mean', 'hyperplane'",
+        "chunk_rows": "a whole number of at least 1, or None",
+        "keep_class_scatter": "true or false",
+        "progress": "true or false",
     }
     _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
                             "priors_", "means_", "covariance_", "scalings_", "_score_center_",
@@ -778,6 +794,23 @@ def _log_proba_block(scores):
     if scores.ndim == 1:
         return np.column_stack([log_expit(-scores), log_expit(scores)])
     return scores - logsumexp(scores, axis=1, keepdims=True)
+
+
+def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` checked as :class:`BoundaryProjector` checks them (its ``_parameter_constraints``).
+
+    The one place parameters are validated: jobs call this before reading any
+    row, and the command line and job configs re-label its
+    :class:`~streamproj.errors.InvalidParameterError` with the flag or key.
+
+    Returns
+    -------
+    dict
+        Every parameter of the estimator, the defaults filled in.
+    """
+    model = BoundaryProjector(**params)
+    model._validate_params()
+    return model.get_params(deep=False)
 
 
 def load(path):

@@ -31,22 +31,24 @@ from .errors import (
     ClusterError,
     IncompatibleStatsError,
     InputError,
+    InvalidParameterError,
     ModelError,
     OutputExistsError,
     SourceChangedError,
     StorageError,
     StreamprojError,
 )
-from .estimator import BoundaryProjector, load
+from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
 from .passes import accumulate, as_dask_labels, as_dask_rows
-from .solvers import validate_shrinkage
 from .sources import Source, expand, open_source
 
 __all__ = [
+    "check_config",
     "dask_cluster",
     "fit_model",
     "forget_sources",
+    "is_output",
     "merge_models",
     "model_info",
     "output_info",
@@ -250,7 +252,13 @@ def _feature_meta(model, meta, srcs):
 # -------------------------------------------------------------------- fit
 def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, progress=False,
               allow_missing_chunks=False, features=None, label=None, keep_last=None, max_age=None):
-    """Fit a new model from one or more inputs (globs allowed) and save it; returns a report."""
+    """Fit a new model from one or more inputs (globs allowed) and save it; returns a report.
+
+    ``params`` are the estimator's, checked before any input is opened
+    (:func:`~streamproj.estimator.check_params` raises
+    :class:`~streamproj.errors.InvalidParameterError` naming the parameter).
+    """
+    check_params(params or {})
     clock = _Clock()
     with clock("open"):
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
@@ -847,6 +855,15 @@ def output_info(out, model_path=None):
     return info
 
 
+def is_output(path):
+    """True when ``path`` holds a streamproj output (a Zarr group) rather than a model directory."""
+    try:
+        store.open_output(path)
+    except StreamprojError:
+        return False
+    return True
+
+
 def model_exists(model_path):
     """True when ``model_path`` holds a readable model."""
     return store.model_exists(model_path)
@@ -863,6 +880,28 @@ def _check_job_paths(config):
                              ("[model] path", mod.path), ("[output] path", out.path))
 
 
+def _fit_params(model):
+    """The estimator parameters of a ``[model]`` section, as given."""
+    return {"n_components": model.n_components, "shrinkage": model.shrinkage,
+            "center": model.center, "boundary": model.boundary,
+            "keep_class_scatter": model.keep_class_scatter}
+
+
+def check_config(config):
+    """Check what a job config gives the estimator and the ledger; errors name the file and key.
+
+    The config itself checks only the form of its keys; this runs the
+    estimator's own check (:func:`~streamproj.estimator.check_params`) on the
+    ``[model]`` parameters, whatever the job's mode, before anything is read.
+    """
+    try:
+        check_params(_fit_params(config.model))
+    except InvalidParameterError as exc:
+        raise exc.relabel(f"{config.source}: [model] {exc.parameter}") from None
+    if config.model.max_age is not None:
+        ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
+
+
 def run_job(config, progress=None):
     """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project.
 
@@ -870,6 +909,7 @@ def run_job(config, progress=None):
     ``drift_deg`` and ``alert`` (a message when the boundary moved more than
     ``[run] alert_above_degrees``).
     """
+    check_config(config)
     clock = _Clock()
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
@@ -885,11 +925,7 @@ def run_job(config, progress=None):
             mode = "update" if model_exists(mod.path) else "fit"
         with clock("model"):
             if mode == "fit":
-                params = {"n_components": mod.n_components,
-                          "shrinkage": validate_shrinkage(mod.shrinkage),
-                          "center": mod.center, "boundary": mod.boundary,
-                          "keep_class_scatter": mod.keep_class_scatter}
-                steps.append(fit_model(inp.paths, mod.path, params=params,
+                steps.append(fit_model(inp.paths, mod.path, params=_fit_params(mod),
                                        overwrite=mod.mode == "fit", progress=bool(show),
                                        keep_last=mod.keep_last, max_age=mod.max_age, **common))
             else:

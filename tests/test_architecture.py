@@ -108,10 +108,6 @@ TABLE = _table()
 
 # where the code breaks the table (each is an item of issue 13)
 TABLE_BROKEN = {
-    "cli": "cli imports cluster, solvers and store: it starts clusters, validates shrinkage and "
-           "reads models itself instead of passing raw values to jobs",
-    "config": "config validates shrinkage with solvers; parameters should be validated in one "
-              "place and config only re-label the error with the file and key",
     "sources": "sources takes as_dask_rows/DEFAULT_CHUNK_BYTES from passes and check_matrix "
                "from stats; chunking and input checks belong in validation",
 }
@@ -186,12 +182,6 @@ def test_no_module_imports_the_package_itself(name):
     assert hits == [], "read the version from streamproj._version"
 
 
-ARGUMENT_PARSERS = {
-    "streamproj.demo": "demo registers its own subcommand (add_demo_parser)",
-    "streamproj.plot": "plot registers its own subcommand (add_plot_parser)",
-}
-
-
 def _parses_arguments(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
@@ -205,11 +195,7 @@ def _parses_arguments(path):
     return False
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ARGUMENT_PARSERS[n]))
-    if n in ARGUMENT_PARSERS else n
-    for n in sorted(MODULES) if n != "streamproj.cli"
-])
+@pytest.mark.parametrize("name", [n for n in sorted(MODULES) if n != "streamproj.cli"])
 def test_only_the_command_line_parses_arguments(name):
     assert not _parses_arguments(MODULES[name])
 
