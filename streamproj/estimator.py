@@ -32,9 +32,17 @@ from .errors import (
     NotFittedError,
     SingularScatterError,
 )
-from .passes import accumulate, as_dask_rows, project_blocks
-from .stats import ClassStats, check_finite
-from .validation import as_labels, as_lazy_rows, check_not_sparse, is_dask_frame, is_lazy
+from .passes import accumulate, project_blocks
+from .stats import ClassStats
+from .validation import (
+    as_dask_rows,
+    as_labels,
+    as_lazy_rows,
+    check_finite,
+    check_not_sparse,
+    is_dask_frame,
+    is_lazy,
+)
 
 __all__ = ["BoundaryProjector", "load"]
 

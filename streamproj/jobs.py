@@ -40,8 +40,9 @@ from .errors import (
 )
 from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
-from .passes import accumulate, as_dask_labels, as_dask_rows
+from .passes import accumulate
 from .sources import Source, expand, open_source
+from .validation import as_dask_labels, as_dask_rows
 
 __all__ = [
     "check_config",

@@ -22,6 +22,7 @@ How much scatter is kept is the summary's ``detail``:
 
 import hashlib
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ _FORMAT = "streamproj-classstats"
 _FORMAT_VERSION = 1
 
 
-def check_finite(X, row_offset=0, what="X"):
+def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
     """Raise :class:`BadValuesError` naming the first row of ``X`` holding NaN or inf.
 
     Parameters
@@ -71,7 +72,7 @@ def check_finite(X, row_offset=0, what="X"):
         raise BadValuesError(msg)
 
 
-def check_matrix(X, name="X"):
+def check_matrix(X: Any, name: str = "X") -> None:
     """Raise :class:`InputError` unless ``X`` (anything with shape and dtype) is a 2-D real array."""
     if len(X.shape) != 2:
         msg = f"{name} must be 2-D (rows x features); got shape {tuple(X.shape)}"

@@ -68,7 +68,8 @@ import numpy as np
 import zarr
 
 from .errors import InputError, ModelError, OutputExistsError, StorageError, StreamprojError
-from .stats import ClassStats, check_matrix
+from .stats import ClassStats
+from .validation import check_matrix
 
 __all__ = [
     "MODEL_FORMAT",

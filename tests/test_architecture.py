@@ -106,11 +106,6 @@ def _table():
 
 TABLE = _table()
 
-# where the code breaks the table (each is an item of issue 13)
-TABLE_BROKEN = {
-    "sources": "sources takes as_dask_rows/DEFAULT_CHUNK_BYTES from passes and check_matrix "
-               "from stats; chunking and input checks belong in validation",
-}
 
 
 def test_the_table_covers_every_module():
@@ -119,11 +114,7 @@ def test_the_table_covers_every_module():
     assert {"stats", "solvers", "store", "cli", "jobs"} <= set(TABLE)
 
 
-@pytest.mark.parametrize("unit", [
-    pytest.param(u, marks=pytest.mark.xfail(strict=True, reason=TABLE_BROKEN[u]))
-    if u in TABLE_BROKEN else u
-    for u in sorted({_unit(name) for name in MODULES})
-])
+@pytest.mark.parametrize("unit", sorted({_unit(name) for name in MODULES}))
 def test_modules_import_only_what_their_row_allows(unit):
     used = set()
     for name, path in MODULES.items():
@@ -155,8 +146,6 @@ def test_imports_are_found_anywhere_and_resolved(tmp_path):
     assert _internal_of(module, "streamproj.stats") == {"store", "jobs"}
 
 
-@pytest.mark.xfail(strict=True, reason="store takes check_matrix (input validation) from stats; "
-                                       "it belongs in validation")
 def test_store_takes_only_classstats_from_the_math():
     taken = set()
     for _, target, names in _imports(MODULES["streamproj.store"]):
