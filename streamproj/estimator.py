@@ -33,6 +33,7 @@ from .errors import (
     SingularScatterError,
 )
 from .passes import accumulate, project_blocks
+from .record import ModelRecord
 from .stats import ClassStats
 from .validation import (
     as_dask_rows,
@@ -717,13 +718,15 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             }
         return params
 
-    def to_meta(self, extra=None):
-        """The JSON-ready description written to ``model.json``."""
+    def to_state(self, extra=None):
+        """The fitted model as a :class:`~streamproj.record.ModelRecord` (no file, no clock).
+
+        ``extra``: more ``model.json`` fields (e.g. ``sources``, ``history``).
+        """
         self._check_fitted()
         meta = {
             "streamproj_version": __version__,
             "model_id": self.model_id_,
-            "saved": store.timestamp(),
             "params": self._stored_params(),
             "classes": self.classes_.tolist(),
             "counts": self.stats_.counts.tolist(),
@@ -734,25 +737,38 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if hasattr(self, "feature_names_in_"):
             meta["feature_names"] = [str(n) for n in self.feature_names_in_]
         meta.update(extra or {})
-        return meta
-
-    def _solution(self):
-        return {
+        solution = {
             "components": self.components_,
             "center": self.center_,
             "coef": self.coef_,
             "intercept": self.intercept_,
             "classes": self.classes_,
         }
+        return ModelRecord(meta, self.stats_, solution)
+
+    def to_meta(self, extra=None):
+        """The JSON-ready description written to ``model.json`` (:meth:`to_state`, stamped now)."""
+        return {**self.to_state(extra).meta, "saved": store.timestamp()}
 
     def save(self, path, extra=None):
         """Write the model directory ``path`` (crash-safe; see :mod:`streamproj.store`)."""
         with store.model_lock(path):
-            store.write_model(path, self.to_meta(extra), self.stats_, self._solution())
+            store.write_record(path, self.to_state(extra))
         return path
 
     @classmethod
     def from_saved(cls, meta, stats, solution):
+        """The model stored as ``meta``, ``stats`` and ``solution`` (see :meth:`from_state`)."""
+        return cls.from_state(ModelRecord(meta, stats, solution))
+
+    @classmethod
+    def from_state(cls, record):
+        """The fitted model a :class:`~streamproj.record.ModelRecord` describes (no pass over rows).
+
+        The LDA solution is solved again from the record's summaries (tiny p×p
+        problems); the axes, centre and boundary are taken as stored.
+        """
+        meta, stats, solution = record
         params = dict(meta["params"])
         if isinstance(params.get("boundary"), dict):
             given = params["boundary"]
@@ -823,4 +839,4 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def load(path):
     """Load a model directory written by :meth:`BoundaryProjector.save`."""
-    return BoundaryProjector.from_saved(*store.read_model(path))
+    return BoundaryProjector.from_state(store.read_record(path))

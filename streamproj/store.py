@@ -68,6 +68,7 @@ import numpy as np
 import zarr
 
 from .errors import InputError, ModelError, OutputExistsError, StorageError, StreamprojError
+from .record import ModelRecord
 from .stats import ClassStats
 from .validation import check_matrix
 
@@ -87,6 +88,7 @@ __all__ = [
     "read_boundary",
     "read_model",
     "read_output_frame",
+    "read_record",
     "read_summaries",
     "storage_errors",
     "storage_options",
@@ -96,6 +98,7 @@ __all__ = [
     "write_coordinate",
     "write_model",
     "write_output_frame",
+    "write_record",
 ]
 
 MODEL_FORMAT = "streamproj-model"
@@ -1216,6 +1219,12 @@ def write_model(path, meta, stats, solution, base=None, summaries=None):
         return _write_local_model(_real(path), path, meta, stats, solution, base, summaries)
 
 
+def write_record(path, record, base=None, summaries=None):
+    """:func:`write_model` of a :class:`~streamproj.record.ModelRecord`, stamped ``saved`` now."""
+    return write_model(path, {**record.meta, "saved": timestamp()}, record.stats, record.solution,
+                       base=base, summaries=summaries)
+
+
 def _write_local_model(path, typed, meta, stats, solution, base, summaries=None):
     if path.exists() and not path.is_dir():
         msg = f"{typed} exists and is not a model directory"
@@ -1438,6 +1447,11 @@ def read_model(path):
     return meta, stats, solution
 
 
+def read_record(path):
+    """The live version of a model directory as a :class:`~streamproj.record.ModelRecord`."""
+    return ModelRecord(*read_model(path))
+
+
 def read_summaries(path, version=None):
     """The per-source summaries of a model's live version: ``{source id: ClassStats}``.
 
@@ -1466,13 +1480,17 @@ def read_summaries(path, version=None):
 _FRAME = "frame"
 
 
-def write_output_frame(group, meta, stats, solution):
+def write_output_frame(group, record):
     """Store the model an output was projected with in its ``frame`` subgroup.
 
-    The model's files are kept byte for byte (``model.json`` as attributes,
-    the two NPZ files as uint8 arrays), so the output's frame can be rebuilt
-    exactly long after the model directory has moved on.
+    ``record`` is a :class:`~streamproj.record.ModelRecord` (``saved`` is
+    stamped now when it has none). The model's files are kept byte for byte
+    (``model.json`` as attributes, the two NPZ files as uint8 arrays), so the
+    output's frame can be rebuilt exactly long after the model directory has
+    moved on.
     """
+    meta, stats, solution = record
+    meta.setdefault("saved", timestamp())
     frame = group.create_group(_FRAME, attributes={"model": json.loads(
         json.dumps(meta, default=_json_default))})
     for name, data in (("stats", _npz_bytes(stats.to_arrays())), ("solution", _npz_bytes(solution))):
@@ -1483,7 +1501,10 @@ def write_output_frame(group, meta, stats, solution):
 
 
 def read_output_frame(group, where="OUT"):
-    """``(meta, stats, solution)`` of the model an output was written with; None for 0.1 outputs."""
+    """The :class:`~streamproj.record.ModelRecord` an output was written with; None for 0.1 outputs.
+
+    It unpacks as ``meta, stats, solution``.
+    """
     if _FRAME not in group:
         return None
     try:
@@ -1498,4 +1519,4 @@ def read_output_frame(group, where="OUT"):
             raise
         msg = f"{where}/frame is damaged ({type(exc).__name__}: {_short(exc)}); rewrite the output"
         raise InputError(msg) from None
-    return meta, stats, solution
+    return ModelRecord(meta, stats, solution)
