@@ -367,7 +367,7 @@ def _demo(args):
 
 
 def _quiet_broken_pipe():
-    """stdout's reader went away (``streamproj info | head``): say nothing more."""
+    """The reader of stdout went away (``streamproj info | head``): say nothing more."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -400,6 +400,7 @@ def _as_json(args):
 
 
 def main(argv=None):
+    """Run ``streamproj`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "progress", False) is None and args.command != "run":

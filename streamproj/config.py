@@ -61,6 +61,8 @@ __all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfi
 
 @dataclass(frozen=True)
 class InputConfig:
+    """``[input]``: where the rows are and which arrays or columns hold them."""
+
     path: str | None = None
     paths: list = field(default_factory=list)  # path, or several paths and globs (resolved)
     x: str = "X"
@@ -72,6 +74,8 @@ class InputConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """``[model]``: the model directory, the job's mode, the estimator's parameters (as given), the window."""
+
     path: str
     mode: str = "auto"
     n_components: int = 2
@@ -85,6 +89,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
+    """``[output]``: where and how the projection is written."""
+
     path: str | None = None
     overwrite: bool = False
     input: str | list | None = None  # project other inputs than those fitted (default: the same)
@@ -102,6 +108,8 @@ class OutputConfig:
 
 @dataclass(frozen=True)
 class SlurmConfig:
+    """``[dask.slurm]``: dask-jobqueue workers on SLURM."""
+
     jobs: int = 1
     cores: int = 1
     memory: str = "4GB"
@@ -114,6 +122,8 @@ class SlurmConfig:
 
 @dataclass(frozen=True)
 class DaskConfig:
+    """``[dask]``: the scheduler the job runs on."""
+
     scheduler: str | None = None
     timeout: float | None = None  # seconds without workers; None: cluster.DEFAULT_TIMEOUT
     slurm: SlurmConfig | None = None
@@ -121,12 +131,16 @@ class DaskConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """``[run]``: progress bars and the drift alert."""
+
     progress: bool | None = None
     alert_above_degrees: float | None = None
 
 
 @dataclass(frozen=True)
 class JobConfig:
+    """A whole job config; ``source`` is the file it was read from."""
+
     input: InputConfig
     model: ModelConfig
     output: OutputConfig = field(default_factory=OutputConfig)

@@ -86,8 +86,9 @@ def _label(value):
 
 
 class _SummaryClassifier:
-    """Shared machinery of the estimators fitted from :class:`ClassStats` (a mixin placed
-    before scikit-learn's ``ClassifierMixin`` and ``BaseEstimator``).
+    """Shared machinery of the estimators fitted from :class:`ClassStats`.
+
+    A mixin, placed before scikit-learn's ``ClassifierMixin`` and ``BaseEstimator``.
 
     Rows are validated once per call (``validate_data`` for in-memory input,
     shape and feature-name checks only for lazy input, which is never read
@@ -221,8 +222,11 @@ class _SummaryClassifier:
         return self
 
     def _update(self, stats, strict):
-        """Solve from ``stats``; keep them. Unless ``strict``, an unsolvable summary is kept
-        (the model is then not fitted, with the reason) instead of raising."""
+        """Solve from ``stats``; keep them.
+
+        Unless ``strict``, an unsolvable summary is kept (the model is then not
+        fitted, with the reason) instead of raising.
+        """
         declared = getattr(self, "_declared", None)
         classes = stats.classes if declared is None else declared
         if stats.n_classes < 2:
@@ -581,7 +585,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return dd.from_dask_array(Z, columns=list(self.get_feature_names_out()), index=index)
 
     def get_feature_names_out(self, input_features=None):
-        """Names of the output axes: ``boundary`` (or ``lda1``, … for K > 2), then ``pc1``, …"""
+        """Names of the output axes: ``boundary`` (or ``lda1``, … for K > 2), then ``pc1``, … ."""
         self._check_fitted()
         _check_feature_names_in(self, input_features, generate_names=False)
         d = self.components_.shape[0]
@@ -648,8 +652,11 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return self._full_columns(logp, -np.inf)
 
     def qda(self, reg_param=0.0, ddof=0):
-        """QDA solution on the same summaries (needs ``keep_class_scatter=True`` or per-class
-        shrinkage); :meth:`to_qda` gives it as a fitted estimator."""
+        """QDA solution on the same summaries.
+
+        Needs ``keep_class_scatter=True`` or per-class shrinkage; :meth:`to_qda`
+        gives it as a fitted estimator.
+        """
         self._check_fitted()
         return solvers.qda(self.stats_, reg_param, self._solved_priors(self.stats_), ddof)
 

@@ -75,7 +75,8 @@ def _context(prefix):
         # Errors about the output, the disk or the cluster already say where they happened.
         if text.startswith(prefix) or isinstance(exc, StorageError | OutputExistsError | ClusterError):
             raise
-        raise type(exc)(f"{prefix}: {text}") from None
+        msg = f"{prefix}: {text}"
+        raise type(exc)(msg) from None
 
 
 class _Clock:
@@ -907,7 +908,8 @@ def check_config(config):
     try:
         check_params(_fit_params(config.model))
     except InvalidParameterError as exc:
-        raise exc.relabel(f"{config.source}: [model] {exc.parameter}") from None
+        where = f"{config.source}: [model] {exc.parameter}"
+        raise exc.relabel(where) from None
     if config.model.max_age is not None:
         ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
 

@@ -313,14 +313,17 @@ class ClassStats:
 
     @property
     def n_features(self):
+        """Number of features p."""
         return self.within.shape[0]
 
     @property
     def n_classes(self):
+        """Number of classes K."""
         return self.classes.shape[0]
 
     @property
     def n_samples(self):
+        """Rows summarised, all classes together."""
         return int(self.counts.sum())
 
     # ------------------------------------------------------- derived moments
@@ -459,6 +462,7 @@ class ClassStats:
         return self
 
     def copy(self):
+        """An independent copy (arrays not shared)."""
         return ClassStats.from_arrays(self.to_arrays())
 
     # ----------------------------------------------------------- identity
@@ -489,6 +493,7 @@ class ClassStats:
 
     @classmethod
     def from_arrays(cls, arrays):
+        """The summary :meth:`to_arrays` gave (as stored in ``stats.npz``)."""
         fmt = str(arrays.get("format", ""))
         if fmt != _FORMAT:
             msg = f"not a streamproj ClassStats (format {fmt!r}, expected {_FORMAT!r})"

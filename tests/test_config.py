@@ -75,7 +75,8 @@ def test_slurm_section_builds_a_jobqueue_script():
     assert "#SBATCH --exclusive" in script
     assert "#SBATCH --cpus-per-task=8" in script
     assert "#SBATCH -t 01:00:00" in script
-    assert "--nthreads 8" in script and "--memory-limit 29.80GiB" in script  # 32 GB
+    assert "--nthreads 8" in script
+    assert "--memory-limit 29.80GiB" in script
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -115,7 +116,8 @@ def test_dask_timeout_and_missing_chunks_options(tmp_path):
     path.write_text('[input]\npath = "d"\nallow_missing_chunks = true\n[model]\npath = "m"\n'
                     '[dask]\nscheduler = "tcp://127.0.0.1:8786"\ntimeout = 30\n')
     config = load_config(path)
-    assert config.dask.timeout == 30 and config.input.allow_missing_chunks is True
+    assert config.dask.timeout == 30
+    assert config.input.allow_missing_chunks is True
 
 
 def test_incremental_keys(tmp_path):

@@ -86,6 +86,7 @@ class Panel:
 
     @property
     def spans(self):
+        """Width and height of the plotted limits."""
         (x0, x1), (y0, y1) = self.limits
         return x1 - x0, y1 - y0
 

@@ -91,7 +91,7 @@ def output_source(out):
 
 
 def _as_rows(values):
-    """numpy or dask from whatever a model returns (dask/pandas/polars frames included)."""
+    """A numpy or dask array from whatever a model returns (dask/pandas/polars frames included)."""
     if isinstance(values, da.Array):
         return values
     if hasattr(values, "to_dask_array"):
@@ -140,7 +140,7 @@ def _bins(limits, pairs, n, stretch, resolution):
     # about eight rows per cell on average: finer cells would show sampling noise, not density
     res = int(np.clip(np.sqrt(max(n, 1) / 8), 50, resolution))
     if stretch:
-        return {p: (res, res) for p in pairs}
+        return dict.fromkeys(pairs, (res, res))
     used = sorted({a for p in pairs for a in p})
     cell = max(limits[a, 1] - limits[a, 0] for a in used) / res
     return {p: tuple(int(max(8, np.ceil((limits[a, 1] - limits[a, 0]) / cell))) for a in p)
