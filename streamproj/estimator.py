@@ -2,7 +2,7 @@
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
@@ -102,8 +102,20 @@ class _SummaryClassifier:
     # names of the fitted attributes that describe the solution (dropped on reset)
     _solution_attributes: ClassVar[tuple[str, ...]] = ()
 
+    # what the estimators using this mixin provide: parameters, the solve, fitted labels
+    chunk_rows: int | None
+    progress: bool
+    priors: Any
+    _declared: np.ndarray | None
+    _labels_: np.ndarray
+    _solve: Callable[[ClassStats], None]
+    summary_detail: Callable[[], str]
+    predict: Callable[[Any], Any]
+
     # what the solve is called in messages ("LDA needs at least two classes")
-    _needs = "the model"
+    @property
+    def _needs(self) -> str:
+        return "the model"
 
     # ----------------------------------------------------------- validation
     # what each parameter may be, in words (for the error said of a flag or config key)
@@ -111,7 +123,7 @@ class _SummaryClassifier:
 
     def _validate_params(self):
         try:
-            super()._validate_params()
+            super()._validate_params()  # type: ignore[misc]  # scikit-learn's, after this mixin
         except _SklearnParamError as exc:
             found = re.match(r"The '(\w+)' parameter", str(exc))
             name = found.group(1) if found else None
@@ -167,10 +179,11 @@ class _SummaryClassifier:
         if classes is None:
             return
         declared = np.unique(as_labels(np.asarray(classes), name="classes"))
-        if not first and getattr(self, "_declared", None) is not None:
-            if not np.array_equal(declared, self._declared):
+        before = getattr(self, "_declared", None)
+        if not first and before is not None:
+            if not np.array_equal(declared, before):
                 msg = (f"classes={declared.tolist()} is not the same as on the first call to "
-                       f"partial_fit, was: {self._declared.tolist()}")
+                       f"partial_fit, was: {before.tolist()}")
                 raise InputError(msg)
             return
         if not first:
@@ -316,7 +329,7 @@ class _SummaryClassifier:
         """Labels of the solved classes (``_labels_``) at ``index`` (numpy or lazy)."""
         labels = self._labels_
         if isinstance(index, da.Array):
-            return index.map_blocks(labels.take, dtype=labels.dtype)
+            return index.map_blocks(labels.take, dtype=labels.dtype)  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
         return labels.take(index)
 
     def _full_columns(self, proba, fill):
@@ -331,7 +344,7 @@ class _SummaryClassifier:
             return out
 
         if isinstance(proba, da.Array):
-            return proba.map_blocks(spread, chunks=(proba.chunks[0], (self.classes_.shape[0],)),
+            return proba.map_blocks(spread, chunks=(proba.chunks[0], (self.classes_.shape[0],)),  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
                                     dtype=np.float64)
         return spread(proba)
 
@@ -350,7 +363,7 @@ class _SummaryClassifier:
         return float(accuracy_score(as_labels(y), predicted, sample_weight=sample_weight))
 
 
-class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, BaseEstimator,
+class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, BaseEstimator,  # type: ignore[call-arg]
                         auto_wrap_output_keys=None):
     """Project labelled data onto a few axes that keep a linear decision boundary exact.
 
@@ -526,10 +539,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             if given is not None:
                 self._given_classes = np.asarray(given)
             mean_distance = lda_result = None
+        w: np.ndarray | None = None
+        b = 0.0  # with several boundaries there is no w, and b is not used
         if coef.shape[0] == 1:
             w, b = solvers.unit_boundary(coef, intercept)
-        else:
-            w = b = None
         center, scatter = solvers.projection_center(stats, w, b, self.center,
                                                     mean_distance if w is not None else None)
         V = solvers.boundary_axes(basis, scatter, self.n_components)
@@ -634,7 +647,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """
         scores = self._scores(self._apply_rows(X))
         if isinstance(scores, da.Array):
-            proba = scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1 if scores.ndim == 1 else None,
+            proba = scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1 if scores.ndim == 1 else None,  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
                                       chunks=(scores.chunks[0], (max(2, self.coef_.shape[0]),)))
         else:
             proba = _proba_block(scores)
@@ -644,7 +657,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """Log class probabilities, computed without rounding ``predict_proba`` to 0 or 1 first."""
         scores = self._scores(self._apply_rows(X))
         if isinstance(scores, da.Array):
-            logp = scores.map_blocks(_log_proba_block, dtype=np.float64,
+            logp = scores.map_blocks(_log_proba_block, dtype=np.float64,  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
                                      new_axis=1 if scores.ndim == 1 else None,
                                      chunks=(scores.chunks[0], (max(2, self.coef_.shape[0]),)))
         else:

@@ -43,6 +43,7 @@ from .outputs import projection_arrays
 from .passes import accumulate
 from .record import ModelRecord
 from .sources import Source, expand, open_source
+from .stats import ClassStats
 from .validation import as_dask_labels, as_dask_rows
 
 __all__ = [
@@ -136,7 +137,7 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
 
     All sources must have the same features; the error names both.
     """
-    out = []
+    out: list[Source] = []
     specs = _specs(inputs)
     remote = next((s for s in specs if not store.is_local(s)), None)
     options = None if remote is None else store.storage_options(remote)
@@ -278,7 +279,9 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
             _check_boundary_file(_boundary_file(params), srcs[0].n_features, srcs[0].names[0])
         model = BoundaryProjector(**(params or {}), progress=progress)
         detail = model.summary_detail()
-        summaries, entries, reports = {}, [], []
+        summaries: dict[str, ClassStats] = {}
+        entries: list[dict] = []
+        reports: list[dict] = []
         with clock("pass1"):
             for src in srcs:
                 batch = _summarise(src, 0, detail, progress)
@@ -343,7 +346,7 @@ def _existing_model(model_path):
 # ------------------------------------------------------------------ drift
 def _drift(old, new):
     """How far the model moved: normal angle and principal angles, in degrees."""
-    out = {}
+    out: dict[str, float | list[float]] = {}
     if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
         # atan2(sine, cosine): arccos of a cosine near 1 loses half the digits of a small angle.
         u, v = old.components_[0], new.components_[0]
@@ -570,7 +573,9 @@ def merge_models(model_path, others):
         meta, stats = record.meta, record.stats
         entries = [dict(e) for e in meta.get("sources", [])]
         mine = _features_of(meta)
-        added, totals, reports = [], [], []
+        added: list[dict] = []
+        totals: list[ClassStats] = []
+        reports: list[dict] = []
         for other, ometa, ostats, osummaries in loaded:
             if ostats.n_features != stats.n_features:
                 msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "

@@ -156,7 +156,7 @@ def _inside(a, b):
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
-def check_disjoint(*named):
+def check_disjoint(*named: tuple[str, object]) -> None:
     """Refuse when two of the named locations overlap (equal, or one inside the other).
 
     Parameters
@@ -164,9 +164,9 @@ def check_disjoint(*named):
     named : (str, str or None)
         ``(role, location)`` pairs, e.g. ``("input", "data.zarr")``; None is skipped.
     """
-    named = [(role, url) for role, url in named if url is not None]
-    for i, (role_a, a) in enumerate(named):
-        for role_b, b in named[i + 1 :]:
+    given = [(role, url) for role, url in named if url is not None]
+    for i, (role_a, a) in enumerate(given):
+        for role_b, b in given[i + 1 :]:
             if _inside(a, b) or _inside(b, a):
                 relation = "is" if normalise(a) == normalise(b) else (
                     "is inside" if _inside(a, b) else "contains")
@@ -949,13 +949,16 @@ class _WriteGuard:
             self._cond.wait_for(lambda: self._active == 0, timeout=timeout)
 
 
-_GUARDS = {}
+_GUARDS: dict[int, "_WriteGuard"] = {}
 
 
 class _GuardedArray:
     """A Zarr array whose writes are counted by a :class:`_WriteGuard` (in this process)."""
 
     def __init__(self, array, guard):
+        self._bind(array, guard)
+
+    def _bind(self, array, guard):
         self.array, self.guard = array, guard
         self.shape, self.dtype, self.ndim, self.chunks = array.shape, array.dtype, array.ndim, array.chunks
 
@@ -973,7 +976,7 @@ class _GuardedArray:
         return {"array": self.array, "guard": None}
 
     def __setstate__(self, state):
-        self.__init__(state["array"], state["guard"])
+        self._bind(state["array"], state["guard"])
 
 
 def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):
@@ -1465,7 +1468,7 @@ def read_summaries(path, version=None):
     if "summaries.npz" not in files:
         return {}
     where = f"{str(path).rstrip('/')}/{current}/summaries.npz"
-    grouped = {}
+    grouped: dict[str, dict[str, np.ndarray]] = {}
     for key, arr in _npz(files["summaries.npz"], where).items():
         sid, _, name = key.partition("__")
         grouped.setdefault(sid, {})[name] = arr
