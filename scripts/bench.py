@@ -4,6 +4,8 @@
     python scripts/bench.py --sizes 2M --no-wide # quicker
     python scripts/bench.py --baseline ../old    # also time another checkout's fit/project
     python scripts/bench.py --memory-limit-gb 2  # also the out-of-core run (8M rows = 3.2 GB)
+    python scripts/bench.py --wide               # embeddings: 300k x 1000, 150k x 2048 float32,
+                                                 # 100k x 4096 float16 (10,000-row chunks)
 
 Datasets are Zarr groups of the seed's "coin" (float32 X, int8 y, zstd, 100,000-row
 chunks) made once under --data and reused. Every measurement runs in a fresh
@@ -17,6 +19,11 @@ dask-ml PCA. Floors: dask reading and summing the Zarr, reading it and writing
 an (n x 2) float64 array to Zarr, and numpy's X.T @ X in memory. ``--baseline DIR``
 times ``fit`` and ``project`` of the streamproj source tree in DIR too (as
 ``fit@base``), in the same rounds, so a change is compared with the code before it.
+``--wide`` runs the embedding-sized cases instead of the n x 100 matrix: there the
+Gram floor is numpy's float64 ``X.T @ X`` of the same rows in memory on both cores
+(2 BLAS threads), the fit's floor is read + Gram (target ratio <= 1.05), and for
+float16 at p = 4,096 the fit's peak RSS is set against the pooled summary plus two
+chunks (target <= 2x) and against an idle worker that only imported the libraries.
 Needs the extras: pip install -e ".[all,bench]".
 """
 
@@ -42,16 +49,41 @@ def parse_rows(text):
     return int(float(text.rstrip("KM")) * scale)
 
 
-def dataset(data_dir, n, p):
+WIDE_CASES = [(300_000, 1000, "float32"), (150_000, 2048, "float32"), (100_000, 4096, "float16")]
+WIDE_CHUNK_ROWS = 10_000
+
+
+def dataset(data_dir, n, p, dtype="float32", chunk=None):
     from streamproj.demo import write_coin
 
-    path = Path(data_dir) / f"coin_n{n}_p{p}.zarr"
+    if dtype == "float32" and chunk is None:
+        path = Path(data_dir) / f"coin_n{n}_p{p}.zarr"
+    else:
+        path = Path(data_dir) / f"coin_n{n}_p{p}_{dtype}_c{chunk}.zarr"
     if not (path / "zarr.json").exists() or not (path / "y").exists():
-        chunk = max(1000, CHUNK_BYTES // (4 * p))
+        chunk = chunk or max(1000, CHUNK_BYTES // (4 * p))
         t = time.perf_counter()
-        write_coin(path, n, p, chunk_rows=chunk, progress=False)
+        if dtype == "float32":
+            write_coin(path, n, p, chunk_rows=chunk, progress=False)
+        else:
+            write_coin_as(path, n, p, chunk, dtype)
         print(f"  made {path.name} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     return path
+
+
+def write_coin_as(path, n, p, chunk, dtype):
+    """The coin's rows stored in another dtype (e.g. float16 embeddings)."""
+    import zarr
+
+    from streamproj.demo import coin_chunk
+
+    group = zarr.open_group(str(path), mode="w")
+    X = group.create_array("X", shape=(n, p), chunks=(chunk, p), dtype=dtype)
+    y = group.create_array("y", shape=(n,), chunks=(chunk,), dtype="int8")
+    for start in range(0, n, chunk):
+        xb, yb = coin_chunk(start, min(chunk, n - start), p, 0)
+        X[start : start + len(yb)] = xb.astype(dtype)
+        y[start : start + len(yb)] = yb
 
 
 # --------------------------------------------------------------- tasks
@@ -88,11 +120,28 @@ def task_read_write(path, tmp):
 
 
 def task_gram(path, tmp):
+    """Time numpy's float64 X.T @ X of the rows in memory, on both cores (syrk, 2 BLAS threads)."""
     import numpy as np
+    from threadpoolctl import threadpool_limits
 
     X, _ = _open(path)
-    A = np.asarray(X[:])
-    return lambda: A.T @ A
+    A = np.asarray(X[:], dtype=np.float64)
+
+    def run():
+        with threadpool_limits(limits=os.cpu_count(), user_api="blas"):
+            return A.T @ A
+
+    return run
+
+
+def task_idle(path, tmp):
+    """Imports only: the resident memory every worker starts with."""
+    import dask.array  # noqa: F401
+    import zarr  # noqa: F401
+
+    import streamproj  # noqa: F401
+
+    return lambda: None
 
 
 def task_fit(path, tmp):
@@ -354,6 +403,9 @@ def main():
     ap.add_argument("--sizes", default="1M,2M,4M,8M", help="row counts of the n x 100 datasets")
     ap.add_argument("--target", default="2M", help="the size the ratio targets refer to")
     ap.add_argument("--no-wide", action="store_true", help="skip the 500k x 1000 case")
+    ap.add_argument("--wide", action="store_true",
+                    help="run the embedding cases (300k x 1000, 150k x 2048 float32, 100k x 4096 "
+                         "float16, 10,000-row chunks) instead of the n x 100 matrix")
     ap.add_argument("--peers-up-to", default="2M", help="largest size to run the in-memory peers on")
     ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     ap.add_argument("--baseline", default=None, metavar="DIR",
@@ -381,6 +433,17 @@ def main():
     print(f"streamproj benchmark: {os.cpu_count()} cores, {args.repeats} interleaved rounds",
           file=sys.stderr)
     plan = []  # (name, task, n, p, source tree or None)
+    paths = {}
+    if args.wide:
+        cases = []
+        for n, p, dtype in WIDE_CASES:
+            paths[(n, p)] = dataset(args.data, n, p, dtype, WIDE_CHUNK_ROWS)
+            tasks = ["read", "gram", "fit", "read_write", "project"]
+            if dtype != "float32":
+                tasks.append("idle")
+            plan += [(task, task, n, p, None) for task in tasks]
+            if args.baseline:
+                plan += [("fit@base", "fit", n, p, args.baseline)]
     for n, p in [] if args.only_out_of_core else cases:
         tasks = ["read", "read_write", "fit", "project"]
         if n == target or p != 100:
@@ -392,7 +455,8 @@ def main():
             plan += [(f"{task}@base", task, n, p, args.baseline) for task in ("fit", "project")]
     if args.frames and not args.only_out_of_core:
         plan += [(task, task, 1_000_000, 50, None) for task in ("fit_numpy", "fit_pandas")]
-    paths = {(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan if p in (100, 1000)}
+    paths.update({(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan
+                  if p in (100, 1000) and (n, p) not in paths})
     runs = {item: [] for item in plan}
     for round_ in range(args.repeats):
         for item in plan:
@@ -425,10 +489,10 @@ def main():
 
     out = Path(args.json or Path(args.data) / "results.json")
     out.write_text(json.dumps(results, indent=1))
-    report(results, target, sizes, args.memory_limit_gb)
+    report(results, target, sizes, args.memory_limit_gb, args.wide)
 
 
-def report(results, target, sizes, limit_gb):
+def report(results, target, sizes, limit_gb, wide=False):
     def get(task, n, p=100, limited=None):
         for r in results:
             if r["task"] == task and r["rows"] == n and r["cols"] == p and r.get("limit_gb") == limited:
@@ -443,15 +507,43 @@ def report(results, target, sizes, limit_gb):
         rss = f"{r['peak_rss_mb']:.0f} MB" if r.get("peak_rss_mb") else "-"
         print(f"| {fmt_rows(r['rows'], r['cols'])} | {r['task']}{limit} | {t} | {rss} |")
 
-    def ratio(a, b):
-        """Median of the per-round ratios (each pair measured back to back)."""
-        if a and b and a.get("ok") and b.get("ok"):
-            pairs = zip(a.get("seconds", [a["median"]]), b.get("seconds", [b["median"]]), strict=False)
-            return statistics.median(x / y for x, y in pairs)
+    def ratio(a, b, *more):
+        """Median of the per-round ratios (each pair measured back to back).
+
+        ``b`` and ``more`` are summed round by round (the read + Gram floor).
+        """
+        below = [b, *more]
+        if a and a.get("ok") and all(r and r.get("ok") for r in below):
+            floors = [sum(t) for t in zip(*(r.get("seconds", [r["median"]]) for r in below),
+                                          strict=False)]
+            return statistics.median(x / y for x, y in zip(a.get("seconds", [a["median"]]), floors,
+                                                           strict=False))
         return None
 
     rows = []
-    for p in (100, 1000):
+    for n, p, dtype in WIDE_CASES if wide else []:
+        label = f"{fmt_rows(n, p)} {dtype}"
+        rows += [
+            (f"fit / (read + float64 Gram floor) ({label})",
+             ratio(get("fit", n, p), get("read", n, p), get("gram", n, p)), "<= 1.05"),
+            (f"fit / read floor ({label})", ratio(get("fit", n, p), get("read", n, p)), ""),
+            (f"project / read+write floor ({label})",
+             ratio(get("project", n, p), get("read_write", n, p)), "<= 1.2"),
+        ]
+        if get("fit@base", n, p):
+            rows += [(f"fit now / fit baseline ({label})", ratio(get("fit", n, p), get("fit@base", n, p)), ""),
+                     (f"fit baseline / (read + Gram) ({label})",
+                      ratio(get("fit@base", n, p), get("read", n, p), get("gram", n, p)), "")]
+        fit, idle = get("fit", n, p), get("idle", n, p)
+        if dtype != "float32" and fit and fit.get("peak_rss_mb"):
+            budget = (8 * p * p + 2 * WIDE_CHUNK_ROWS * p * 2) / 2**20  # pooled summary + 2 chunks
+            rows.append((f"fit peak RSS / (pooled summary + 2 chunks = {budget:.0f} MB) ({label})",
+                         fit["peak_rss_mb"] / budget, "<= 2"))
+            if idle and idle.get("peak_rss_mb"):
+                rows.append((f"fit peak RSS above an idle worker ({idle['peak_rss_mb']:.0f} MB) / "
+                             f"(pooled summary + 2 chunks) ({label})",
+                             (fit["peak_rss_mb"] - idle["peak_rss_mb"]) / budget, ""))
+    for p in () if wide else (100, 1000):
         n = target if p == 100 else 500_000
         if not get("fit", n, p):
             continue

@@ -36,6 +36,12 @@ def _common(p, compute=True):
                    help="print one JSON object on stdout (for schedulers) instead of text")
 
 
+def _memory_arg(p):
+    p.add_argument("--max-summary-memory", default=None, metavar="SIZE",
+                   help="refuse a summary (plus chunks in flight) larger than SIZE, e.g. 4GB "
+                        "(default: half the machine's memory)")
+
+
 def _input_args(p):
     p.add_argument("--x", default="X", metavar="NAME",
                    help="Zarr/HDF5 array of rows in INPUT (default: X); HDF5 also FILE.h5:/group/X")
@@ -106,6 +112,9 @@ def build_parser():
                    help="keep per-class scatter matrices (needed for QDA)")
     p.add_argument("--overwrite", action="store_true", help="refit over an existing model")
     _window_args(p)
+    p.add_argument("--bfloat16", action="store_true",
+                   help="X holds bfloat16 values stored as uint16 bit patterns")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_fit)
 
@@ -116,6 +125,7 @@ def build_parser():
     p.add_argument("--verify", action="store_true",
                    help="re-read rows merged before to check they are unchanged (slow)")
     _window_args(p)
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_update)
 
@@ -154,6 +164,7 @@ def build_parser():
     p.add_argument("--alert-above", type=_degrees, metavar="DEG",
                    help="exit with status 3 when the boundary moved more than DEG degrees "
                         "(overrides [run] alert_above_degrees)")
+    _memory_arg(p)
     _common(p)
     p.set_defaults(func=_run)
 
@@ -209,13 +220,11 @@ def _inputs(args):
 def _fit(args):
     params = {"n_components": args.n_components, "shrinkage": args.shrinkage,
               "center": args.center, "boundary": args.boundary,
-              "keep_class_scatter": args.keep_class_scatter}
-    try:
-        report = jobs.fit_model(args.input, args.model, params=params, overwrite=args.overwrite,
-                                progress=args.progress, keep_last=args.keep_last,
-                                max_age=args.max_age, **_inputs(args))
-    except InvalidParameterError as exc:  # the estimator's check, said of the flag
-        raise exc.relabel(_flag(exc.parameter)) from None
+              "keep_class_scatter": args.keep_class_scatter, "bfloat16": args.bfloat16,
+              "max_summary_memory": args.max_summary_memory}
+    report = jobs.fit_model(args.input, args.model, params=params, overwrite=args.overwrite,
+                            progress=args.progress, keep_last=args.keep_last,
+                            max_age=args.max_age, **_inputs(args))
     _emit(args, report, _describe_fit(report))
 
 
@@ -248,7 +257,8 @@ def _describe_update(report):
 
 def _update(args):
     report = jobs.update_model(args.model, args.input, progress=args.progress, verify=args.verify,
-                               keep_last=args.keep_last, max_age=args.max_age, **_inputs(args))
+                               keep_last=args.keep_last, max_age=args.max_age,
+                               max_summary_memory=args.max_summary_memory, **_inputs(args))
     _emit(args, report, _describe_update(report))
 
 
@@ -306,7 +316,7 @@ def _run(args):
     progress = args.progress
     if progress is None:  # neither --progress nor --no-progress: the config, else the terminal
         progress = config.run.progress if config.run.progress is not None else sys.stderr.isatty()
-    report = jobs.run_job(config, progress=progress)
+    report = jobs.run_job(config, progress=progress, max_summary_memory=args.max_summary_memory)
     lines = []
     for step in report["steps"]:
         if step["command"] == "update":
@@ -424,6 +434,8 @@ def main(argv=None):
         _quiet_broken_pipe()
         return 0
     except StreamprojError as exc:
+        if isinstance(exc, InvalidParameterError) and exc.parameter:
+            exc = exc.relabel(_flag(exc.parameter))  # the estimator's check, said of the flag
         sys.stderr.write(f"streamproj: error: {_one_line(exc)}\n")
         return 2
     except OSError as exc:  # the last resort: still one line, naming the file

@@ -23,6 +23,7 @@ __all__ = [
     "StorageError",
     "StreamprojError",
     "StreamprojWarning",
+    "SummaryMemoryError",
 ]
 
 
@@ -60,12 +61,15 @@ class InvalidParameterError(InputError, _SklearnInvalidParameterError):
         self.parameter, self.value, self.expected = parameter, value, expected
 
     def relabel(self, where: str) -> "InvalidParameterError":
-        """The same error said of ``where`` (a flag, or a config file and key)."""
+        """The same error said of ``where`` (a flag, or a config file and key).
+
+        The new error names no ``parameter``: it is said of its origin already.
+        """
         if self.expected is None:
             msg = f"{where}: {self}"
         else:
             msg = f"{where} must be {self.expected}; got {self.value!r}"
-        return InvalidParameterError(msg, self.parameter, self.value, self.expected)
+        return InvalidParameterError(msg, None, self.value, self.expected)
 
 
 class NotFittedError(StreamprojError, _SklearnNotFittedError):
@@ -90,6 +94,10 @@ class StorageError(StreamprojError):
 
 class ClusterError(StreamprojError):
     """The dask cluster cannot be started or reached, or lost every worker."""
+
+
+class SummaryMemoryError(StreamprojError):
+    """The summary asked for (and its working set) would not fit the memory budget."""
 
 
 class StreamprojWarning(UserWarning):

@@ -31,10 +31,11 @@ from .errors import (
     InvalidParameterError,
     NotFittedError,
     SingularScatterError,
+    StreamprojError,
 )
 from .passes import accumulate, project_blocks
 from .record import ModelRecord
-from .stats import ClassStats
+from .stats import ClassStats, bfloat16_to_float32, parse_memory
 from .validation import (
     as_dask_rows,
     as_labels,
@@ -79,6 +80,17 @@ def _external_boundary(boundary):
         msg = "boundary coef/intercept hold NaN or inf"
         raise InputError(msg)
     return coef, intercept, None if classes is None else np.asarray(classes), source
+
+
+def _decode_bfloat16(X):
+    """Rows of bfloat16 bit patterns (uint16) as float32, lazily for dask input."""
+    if X.dtype != np.uint16:
+        msg = (f"X has dtype {X.dtype}, but bfloat16=True reads bfloat16 values stored as "
+               "uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
+        raise InputError(msg)
+    if isinstance(X, da.Array):
+        return X.map_blocks(bfloat16_to_float32, dtype=np.float32)  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
+    return bfloat16_to_float32(X)
 
 
 def _label(value):
@@ -212,7 +224,11 @@ class _SummaryClassifier:
         if not isinstance(X, da.Array) and X.shape[0] == 0:
             msg = "X has no rows"
             raise InputError(msg)
-        batch = accumulate(X, y, self.summary_detail(), self.chunk_rows, self.progress)
+        detail = self.summary_detail()
+        batch = accumulate(X, y, detail, self.chunk_rows, self.progress,
+                           max_summary_memory=getattr(self, "max_summary_memory", None),
+                           bfloat16=getattr(self, "bfloat16", False),
+                           n_classes=self._known_classes(y, detail))
         classes = batch.classes
         if classes.dtype.kind == "f" and (classes != np.round(classes)).any():
             # lazy float labels reach pass 1 unchecked (numpy ones were checked per row)
@@ -222,6 +238,15 @@ class _SummaryClassifier:
                    "integer-valued or string labels, or bin a numeric target first")
             raise InputError(msg)
         return batch
+
+    def _known_classes(self, y, detail):
+        """Classes known before pass 1, for its memory plan (labels in memory are cheap to count)."""
+        known = [getattr(self, "_declared", None)]
+        if hasattr(self, "stats_"):
+            known.append(self.stats_.classes)
+        if detail != "pooled" and isinstance(y, np.ndarray):
+            known.append(np.unique(y))
+        return max((len(k) for k in known if k is not None), default=2)
 
     def _partial_fit(self, X, y, classes, strict):
         first = not hasattr(self, "stats_")
@@ -321,6 +346,8 @@ class _SummaryClassifier:
         """Rows for predict/transform: validated numpy (finite) or lazy dask."""
         self._check_fitted()
         X, _ = self._rows(X, reset=False)
+        if getattr(self, "bfloat16", False):
+            X = _decode_bfloat16(X)
         if not isinstance(X, da.Array):
             check_finite(X)
         return X
@@ -406,6 +433,16 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         Keep each class's scatter matrix (O(K·p²)) so :meth:`qda` works.
     progress : bool, default=False
         Progress bars over chunks.
+    max_summary_memory : int or str, optional
+        Memory budget of pass 1 (bytes, or a size such as "2GB"): a summary
+        (pooled p² + K·p, per-class K·p², "auto" shrinkage 3·K·p², times 8
+        bytes) plus the chunks in flight that would exceed it is refused before
+        it is allocated. Default half of the machine's memory. Not saved with
+        the model.
+    bfloat16 : bool, default=False
+        X holds bfloat16 values stored as uint16 bit patterns (as embeddings
+        often are); they are converted exactly to float32, then float64. Off,
+        uint16 input is read as integers.
 
     Attributes
     ----------
@@ -431,6 +468,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "keep_class_scatter": ["boolean"],
         "progress": ["boolean"],
+        "max_summary_memory": [Interval(Integral, 1, None, closed="left"), str, None],
+        "bfloat16": ["boolean"],
     }
     _parameter_words: ClassVar[dict[str, str]] = {
         "n_components": "a whole number of at least 1",
@@ -439,6 +478,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         "chunk_rows": "a whole number of at least 1, or None",
         "keep_class_scatter": "true or false",
         "progress": "true or false",
+        "max_summary_memory": "a number of bytes or a size such as '2GB' or '512MiB'",
+        "bfloat16": "true or false",
     }
     _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
                             "priors_", "means_", "covariance_", "scalings_", "_score_center_",
@@ -455,6 +496,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         chunk_rows=None,
         keep_class_scatter=False,
         progress=False,
+        max_summary_memory=None,
+        bfloat16=False,
     ):
         self.n_components = n_components
         self.shrinkage = shrinkage
@@ -464,6 +507,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         self.chunk_rows = chunk_rows
         self.keep_class_scatter = keep_class_scatter
         self.progress = progress
+        self.max_summary_memory = max_summary_memory
+        self.bfloat16 = bfloat16
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -728,6 +773,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     def _stored_params(self):
         params = self.get_params(deep=False)
         params.pop("progress")
+        params.pop("max_summary_memory")  # a property of the machine, not of the model
         if params["priors"] is not None:
             params["priors"] = np.asarray(params["priors"], dtype=float).tolist()
         if self.boundary is not None:
@@ -854,6 +900,12 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """
     model = BoundaryProjector(**params)
     model._validate_params()
+    try:  # its form is a size ("2GB"): read it now, before any row is
+        parse_memory(model.max_summary_memory)
+    except StreamprojError as exc:
+        expected = model._parameter_words["max_summary_memory"]
+        raise InvalidParameterError(str(exc), "max_summary_memory", model.max_summary_memory,
+                                    expected) from None
     return model.get_params(deep=False)
 
 

@@ -212,7 +212,8 @@ def _merge_all(summaries):
     return total
 
 
-def _summarise(src, start, detail, progress):
+def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=False,
+               n_classes=2):
     stop = src.n_rows
     y = src.y
     if y is None:
@@ -220,7 +221,9 @@ def _summarise(src, start, detail, progress):
         raise InputError(msg)
     with _context(src.spec):
         return _plain(accumulate(src.X[start:stop], y[start:stop], detail, progress=progress,
-                                 row_offset=start, names=src.names))
+                                 row_offset=start, names=src.names,
+                                 max_summary_memory=max_summary_memory, bfloat16=bfloat16,
+                                 n_classes=n_classes))
 
 
 def _boundary_file(params):
@@ -284,7 +287,8 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
         reports: list[dict] = []
         with clock("pass1"):
             for src in srcs:
-                batch = _summarise(src, 0, detail, progress)
+                batch = _summarise(src, 0, detail, progress, model.max_summary_memory,
+                                   model.bfloat16)
                 sid = ledger.new_id(entries)
                 summaries[sid] = batch
                 entries.append(ledger.record(src, src.n_rows, sid=sid,
@@ -386,7 +390,7 @@ def _frame_drift(frame, model):
 # ----------------------------------------------------------------- update
 def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
                  allow_missing_chunks=False, features=None, label=None, keep_last=None,
-                 max_age=None):
+                 max_age=None, max_summary_memory=None):
     """Merge the rows of each source that the model has not seen; returns a report.
 
     Sources merged before (same resolved URL and arrays or columns, per the
@@ -394,6 +398,7 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     source whose merged rows changed is refused with the model untouched.
     ``keep_last`` / ``max_age`` then drop the oldest sources exactly.
     """
+    check_params({"max_summary_memory": max_summary_memory})
     clock = _Clock()
     with clock("open"):
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
@@ -418,7 +423,8 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
                                 "rows_skipped": start})
                 continue
             with clock("pass1"):
-                batch = _summarise(src, start, old.summary_detail(), progress)
+                batch = _summarise(src, start, old.summary_detail(), progress,
+                                   max_summary_memory, old.bfloat16, old.stats_.n_classes)
             sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
             if sid is not None:
                 summaries[sid] = summaries[sid] + batch if sid in summaries else batch
@@ -919,7 +925,7 @@ def check_config(config):
         ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
 
 
-def run_job(config, progress=None):
+def run_job(config, progress=None, max_summary_memory=None):
     """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project.
 
     Returns one report: ``steps`` (the fit/update and project reports),
@@ -927,6 +933,7 @@ def run_job(config, progress=None):
     ``[run] alert_above_degrees``).
     """
     check_config(config)
+    check_params({"max_summary_memory": max_summary_memory})  # from the caller, not the config
     clock = _Clock()
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
@@ -942,12 +949,14 @@ def run_job(config, progress=None):
             mode = "update" if model_exists(mod.path) else "fit"
         with clock("model"):
             if mode == "fit":
-                steps.append(fit_model(inp.paths, mod.path, params=_fit_params(mod),
+                params = {**_fit_params(mod), "max_summary_memory": max_summary_memory}
+                steps.append(fit_model(inp.paths, mod.path, params=params,
                                        overwrite=mod.mode == "fit", progress=bool(show),
                                        keep_last=mod.keep_last, max_age=mod.max_age, **common))
             else:
                 steps.append(update_model(mod.path, inp.paths, progress=bool(show),
-                                          keep_last=mod.keep_last, max_age=mod.max_age, **common))
+                                          keep_last=mod.keep_last, max_age=mod.max_age,
+                                          max_summary_memory=max_summary_memory, **common))
         if out.path:
             with clock("project"):
                 steps.append(project_model(mod.path, out.inputs or inp.paths, out.path,

@@ -48,7 +48,8 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
     dict of name to (dask array, dimension names)
     """
     X = _uniform_rows(as_dask_rows(X, model.chunk_rows, names[0]))
-    coords = project_blocks(X, model.center_, model.components_, names[0])
+    coords = project_blocks(X, model.center_, model.components_, names[0],
+                            bfloat16=getattr(model, "bfloat16", False))
     coef = model.coef_
     if coef.shape[0] == 1:
         # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.

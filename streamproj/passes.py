@@ -11,6 +11,8 @@ scheduler, or a ``dask.distributed`` cluster when a client is active — so no
 step holds more than one chunk of rows per worker thread.
 """
 
+import os
+
 import dask
 import dask.array as da
 import numpy as np
@@ -18,34 +20,56 @@ from dask.base import tokenize
 
 from .errors import BadValuesError, InputError, StreamprojError
 from .progress import compute_with_progress
-from .stats import ClassStats, centred_blocks
+from .stats import (
+    DETAILS,
+    ClassStats,
+    bfloat16_to_float32,
+    centred_blocks,
+    check_summary_memory,
+    parse_memory,
+    summary_nbytes,
+)
 from .validation import as_dask_labels, as_dask_rows, check_finite
 
 __all__ = [
     "accumulate",
+    "default_memory_budget",
     "project_blocks",
     "store_projection",
 ]
 
 _MERGE_FAN_IN = 4
+# Summaries larger than this are merged two at a time: fewer of them wait in memory for
+# their merge (each is p x p float64: 134 MB at p = 4,096).
+_WIDE_SUMMARY_BYTES = 32 * 2**20
 
 
-def _chunk_stats(X, y, detail, offset, names):
+def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None):
     """One chunk's summary, or the user error it raised (reported after the merge).
 
     Errors travel up the merge tree in row order, so the one raised names the
     first bad row of the whole array, whichever chunk failed first in time.
     """
     try:
-        return ClassStats.from_rows(X, y, detail, row_offset=offset, names=names)
+        return ClassStats.from_rows(X, y, detail, row_offset=offset, names=names,
+                                    bfloat16=bfloat16, max_bytes=budget)
     except StreamprojError as exc:
         return exc
 
 
-def _merge_all(*parts):
+def _merge_all(*parts, budget=None):
     for part in parts:  # parts are in row order: the first error is the earliest row's
         if isinstance(part, StreamprojError):
             return part
+    detail = DETAILS[min(DETAILS.index(part.detail) for part in parts)]
+    if budget is not None and detail != "pooled":
+        # per-class arrays grow with the union of the classes: check before allocating them
+        classes = set().union(*(part.classes.tolist() for part in parts))
+        try:
+            check_summary_memory(parts[0].n_features, len(classes), detail, budget,
+                                 where="merging chunk summaries: ", summaries=3)
+        except StreamprojError as exc:
+            return exc
     total = parts[0]
     for part in parts[1:]:
         total = total + part
@@ -56,8 +80,37 @@ def _offsets(chunks):
     return np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(int).tolist()
 
 
+def _concurrent_chunks():
+    """How many chunks the scheduler in charge summarises at once (per process)."""
+    workers = dask.config.get("num_workers", None)
+    return int(workers) if workers else (os.cpu_count() or 1)
+
+
+# Without a budget, a summary may take this fraction of the machine's memory.
+_DEFAULT_MEMORY_FRACTION = 0.5
+
+
+def default_memory_budget():
+    """Half of this machine's physical memory, in bytes (``os.sysconf``; None where unknown)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return int(total * _DEFAULT_MEMORY_FRACTION) if total > 0 else None
+
+
+def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, name="X"):
+    """Refuse before reading when a summary of this shape would not fit ``budget`` bytes.
+
+    ``n_classes`` is a lower bound where the labels are not read yet (2): the
+    chunks and merges check again with the classes they hold.
+    """
+    check_summary_memory(n_features, max(2, n_classes), detail, budget, chunk_rows, itemsize,
+                         _concurrent_chunks(), where=f"{name}: ")
+
+
 def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offset=0,
-               names=("X", "y")):
+               names=("X", "y"), max_summary_memory=None, bfloat16=False, n_classes=2):
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
     Parameters
@@ -76,6 +129,16 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
         Global index of the first row (when X is a slice), for error messages.
     names : (str, str)
         What to call X and y in error messages.
+    max_summary_memory : int or str, optional
+        Budget for the summary and the chunks in flight (bytes, or "2GB"; default
+        half the machine's memory): a summary that would exceed it is refused
+        with :class:`~streamproj.errors.SummaryMemoryError` before any row is
+        read (with ``n_classes`` as the class count), and again by a chunk or a
+        merge that finds more classes, before allocating.
+    bfloat16 : bool
+        X holds bfloat16 values stored as uint16 (converted exactly in pass 1).
+    n_classes : int
+        Classes known before reading (e.g. ``classes=``), for the memory plan.
 
     Returns
     -------
@@ -88,23 +151,32 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
     if X.shape[0] == 0:
         msg = f"{names[0]} has no rows"
         raise InputError(msg)
-    token = tokenize(X, y, detail, row_offset, names)
+    budget = (default_memory_budget() if max_summary_memory is None
+              else parse_memory(max_summary_memory))
+    _plan_memory(X.shape[1], n_classes, detail, budget, max(X.chunks[0]), X.dtype.itemsize, names[0])
+    if bfloat16 and X.dtype != np.uint16:
+        msg = (f"{names[0]} has dtype {X.dtype}, but bfloat16=True reads bfloat16 values stored "
+               "as uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
+        raise InputError(msg)
+    token = tokenize(X, y, detail, row_offset, names, budget, bfloat16)
     xs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     parts = [
         dask.delayed(_chunk_stats, pure=True)(
-            xb, yb, detail, row_offset + off, names, dask_key_name=f"streamproj-summary-{token}-{i}"
+            xb, yb, detail, row_offset + off, names, bfloat16, budget,
+            dask_key_name=f"streamproj-summary-{token}-{i}"
         )
         for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
     ]
     level = 0
+    fan_in = 2 if summary_nbytes(X.shape[1], n_classes, detail) > _WIDE_SUMMARY_BYTES else _MERGE_FAN_IN
     while len(parts) > 1:
         parts = [
             dask.delayed(_merge_all, pure=True)(
-                *parts[i : i + _MERGE_FAN_IN],
+                *parts[i : i + fan_in], budget=budget,
                 dask_key_name=f"streamproj-merge-{token}-{level}-{i}",
             )
-            for i in range(0, len(parts), _MERGE_FAN_IN)
+            for i in range(0, len(parts), fan_in)
         ]
         level += 1
     (stats,) = compute_with_progress(parts[0], progress=progress, prefix="streamproj-summary-",
@@ -114,25 +186,27 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
     return stats
 
 
-def _project_block(block, center, components, name, row_offset, block_info=None):
+def _project_block(block, center, components, name, row_offset, bfloat16=False, block_info=None):
     block = np.asarray(block)
+    decode = bfloat16_to_float32 if bfloat16 else None
     out = np.empty((block.shape[0], components.shape[0]))
     with np.errstate(invalid="ignore", over="ignore"):
-        for start, stop, rows in centred_blocks(block, center):
+        for start, stop, rows in centred_blocks(block, center, decode=decode):
             np.matmul(rows, components.T, out=out[start:stop])
     # Any NaN or inf in a row makes its coordinates non-finite: check the small output.
     if not np.isfinite(out).all():
         first = block_info[0]["array-location"][0][0] if block_info else 0
-        check_finite(block, row_offset + first, name)
+        check_finite(bfloat16_to_float32(block) if bfloat16 else block, row_offset + first, name)
         msg = f"{name} rows from {row_offset + first} are too large to project in float64"
         raise BadValuesError(msg)
     return out
 
 
-def project_blocks(X, center, components, name="X", row_offset=0):
+def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False):
     """Lazy ``(X - center) @ componentsᵀ`` in float64, chunk by chunk.
 
     NaN/inf rows raise :class:`~streamproj.errors.BadValuesError` naming the row.
+    ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded exactly).
     """
     center = np.asarray(center, dtype=np.float64)
     components = np.asarray(components, dtype=np.float64)
@@ -145,9 +219,10 @@ def project_blocks(X, center, components, name="X", row_offset=0):
         components,
         name,
         row_offset,
+        bfloat16,
         dtype=np.float64,
         chunks=(X.chunks[0], (components.shape[0],)),
-        name=f"streamproj-project-{tokenize(X, center, components)}",
+        name=f"streamproj-project-{tokenize(X, center, components, bfloat16)}",
         meta=np.empty((0, components.shape[0])),
     )
 

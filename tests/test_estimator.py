@@ -312,5 +312,5 @@ def test_scikit_learn_clone_and_set_params(coin):
     assert copy.get_params() == m.get_params()
     assert not hasattr(copy, "components_")
     assert copy.set_params(center="hyperplane").center == "hyperplane"
-    with pytest.raises(InputError, match="unknown parameter 'centre'; valid: boundary, center"):
+    with pytest.raises(InputError, match="unknown parameter 'centre'; valid: bfloat16, boundary, center"):
         copy.set_params(centre="mean")

@@ -1,0 +1,275 @@
+"""Wide data: the in-place Gram kernel, embedding inputs (float16, bfloat16) and the memory plan."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_classes, offset_classes, two_pass, write_zarr
+
+import streamproj as sp
+from streamproj import stats as stats_module
+from streamproj.cli import main
+from streamproj.errors import InputError, SummaryMemoryError
+from streamproj.passes import accumulate
+from streamproj.stats import (
+    ClassStats,
+    bfloat16_to_float32,
+    chunk_nbytes,
+    parse_memory,
+    summary_nbytes,
+)
+
+
+def assert_close_to_reference(stats, ref, tol=1e-10):
+    scale = np.abs(ref["within"]).max()
+    assert np.abs(stats.within - ref["within"]).max() <= tol * scale
+    assert np.abs((stats.means - ref["means"]) + stats.mean_residuals).max() <= tol * max(
+        1.0, np.abs(ref["means"]).max())
+
+
+# ------------------------------------------------------------------ the kernel
+@pytest.mark.parametrize(("k", "separation"), [(2, 0.5), (3, 50.0), (80, 50.0)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_in_place_syrk_kernel_matches_the_two_pass_reference(monkeypatch, k, separation, order):
+    # a narrow threshold sends these small chunks down the wide (in-place syrk) path, with
+    # a shared shift, per-class shifts, and the sorted class sums of many classes
+    monkeypatch.setattr(stats_module, "_SYRK_MIN_WIDTH", 2)
+    monkeypatch.setattr(stats_module, "_FINISH_COLUMNS", 3)  # several finishing column blocks
+    X, y = offset_classes(n=3000, p=7, k=k, offset=3e5, seed=3, separation=separation)
+    X = np.asarray(X, order=order)
+    s = ClassStats.from_rows(X, y)
+    assert_close_to_reference(s, two_pass(X, y))
+    assert np.array_equal(s.within, s.within.T)  # mirrored, so exactly symmetric
+
+
+def test_real_width_takes_the_syrk_path_and_merges_stay_exact():
+    width = stats_module._SYRK_MIN_WIDTH + 5
+    X, y = make_classes(n=1300, p=width, k=3, seed=4, offset=1e3)
+    parts = [ClassStats.from_rows(X[i:i + 500], y[i:i + 500]) for i in range(0, 1300, 500)]
+    merged = parts[0] + parts[1] + parts[2]
+    ref = two_pass(X, y)
+    assert_close_to_reference(merged, ref, tol=1e-9)
+    assert np.array_equal(merged.within, merged.within.T)
+
+
+def test_block_rows_grow_with_width_down_to_a_minimum():
+    assert stats_module._block_rows(10**6, 100) == stats_module._BLOCK_BYTES // 800
+    assert stats_module._block_rows(10**6, 2048) == stats_module._MIN_BLOCK_ROWS
+    assert stats_module._block_rows(300, 4096) == 300
+
+
+# --------------------------------------------------------------- embeddings
+def test_float16_rows_accumulate_exactly_as_their_float64_values():
+    X, y = make_classes(n=2000, p=12, k=3, seed=5)
+    X16 = X.astype(np.float16)
+    a, b = ClassStats.from_rows(X16, y), ClassStats.from_rows(X16.astype(np.float64), y)
+    for name in ("counts", "means", "mean_residuals", "within"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_float16_fit_matches_float64_of_the_same_values():
+    X, y = make_classes(n=1500, p=8, k=2, seed=6)
+    X16 = X.astype(np.float16)
+    m16 = sp.BoundaryProjector().fit(X16, y)
+    m64 = sp.BoundaryProjector().fit(X16.astype(np.float64), y)
+    np.testing.assert_array_equal(m16.coef_, m64.coef_)
+    np.testing.assert_array_equal(m16.stats_.within, m64.stats_.within)
+
+
+def to_bfloat16_bits(X):
+    """float32 values rounded toward zero to bfloat16, as their uint16 bit patterns."""
+    return (np.asarray(X, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def test_bfloat16_decoding_is_exact():
+    values = np.array([0.0, -0.0, 1.0, -2.5, 3.140625, 1e30, -1e-30, np.inf], dtype=np.float32)
+    bits = to_bfloat16_bits(values)
+    decoded = bfloat16_to_float32(bits)
+    assert decoded.dtype == np.float32
+    # every value above is a bfloat16 (its low 16 bits are zero) except 1e30 and -1e-30
+    exact = (values.view(np.uint32) & 0xFFFF) == 0
+    np.testing.assert_array_equal(decoded[exact], values[exact])
+    assert np.all(np.abs(decoded[~exact] - values[~exact]) <= np.abs(values[~exact]) * 2**-7)
+
+
+def test_bfloat16_rows_give_the_summary_and_model_of_their_values():
+    X, y = make_classes(n=1800, p=10, k=3, seed=7, offset=5.0)
+    bits = to_bfloat16_bits(X)
+    values = bfloat16_to_float32(bits)
+    a, b = ClassStats.from_rows(bits, y, bfloat16=True), ClassStats.from_rows(values, y)
+    assert np.array_equal(a.within, b.within)
+    assert np.array_equal(a.means, b.means)
+    m = sp.BoundaryProjector(bfloat16=True, chunk_rows=500).fit(bits, y)
+    ref = sp.BoundaryProjector(chunk_rows=500).fit(values, y)
+    np.testing.assert_array_equal(m.coef_, ref.coef_)
+    np.testing.assert_allclose(m.transform(bits), ref.transform(values), rtol=0, atol=1e-12)
+    lazy = m.transform(da.from_array(bits, chunks=(400, -1)))
+    np.testing.assert_allclose(lazy.compute(), ref.transform(values), rtol=0, atol=1e-12)
+    assert (m.predict(bits) == ref.predict(values)).all()
+    # off, uint16 rows are integers: a different model
+    assert not np.allclose(sp.BoundaryProjector(chunk_rows=500).fit(bits, y).coef_, ref.coef_)
+
+
+def test_bfloat16_needs_uint16_rows():
+    X, y = make_classes(n=300, p=4, seed=8)
+    with pytest.raises(InputError, match="bfloat16=True reads bfloat16 values stored as uint16"):
+        sp.BoundaryProjector(bfloat16=True).fit(X.astype(np.float32), y)
+    with pytest.raises(InputError, match="has dtype float32"):
+        ClassStats.from_rows(X.astype(np.float32), y, bfloat16=True)
+
+
+def test_bfloat16_through_the_command_line(tmp_path, capsys):
+    X, y = make_classes(n=900, p=6, k=2, seed=9, offset=2.0)
+    bits = to_bfloat16_bits(X)
+    write_zarr(tmp_path / "in.zarr", bits, y, chunk_rows=200)
+    assert main(["fit", str(tmp_path / "in.zarr"), "--model", str(tmp_path / "m"), "--bfloat16"]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "in.zarr"),
+                 "--output", str(tmp_path / "out.zarr")]) == 0
+    model = sp.load(tmp_path / "m")
+    assert model.bfloat16
+    ref = sp.BoundaryProjector().fit(bfloat16_to_float32(bits), y)
+    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-10)
+    import zarr
+
+    coords = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")["projection"][:]
+    np.testing.assert_allclose(coords, ref.transform(bfloat16_to_float32(bits)), atol=1e-9)
+
+
+# -------------------------------------------------------------- memory plan
+def test_summary_sizes():
+    p, k = 4096, 10
+    assert summary_nbytes(p, k, "pooled") == 8 * (p * p + 2 * k * p + k)
+    assert summary_nbytes(p, k, "per_class") - summary_nbytes(p, k, "pooled") == 8 * k * p * p
+    assert summary_nbytes(p, k, "fourth") - summary_nbytes(p, k, "pooled") == 8 * 3 * k * p * p
+    real = ClassStats.from_rows(*make_classes(n=300, p=9, k=3, seed=1), detail="fourth")
+    held = sum(a.nbytes for a in (real.counts, real.means, real.mean_residuals, real.within,
+                                  real.class_scatter, real.comoment21, real.comoment22))
+    assert summary_nbytes(9, 3, "fourth") == held
+    assert chunk_nbytes(100, 2, "pooled", 10_000, itemsize=4) >= 10_000 * 100 * 4 + 8 * 102 * 102
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (123, 123), ("123", 123), ("2GB", 2 * 10**9), ("2 gb", 2 * 10**9), ("512MiB", 512 * 2**20),
+    ("1.5G", 1.5e9), ("1e9", 10**9), ("64kB", 64_000),
+])
+def test_parse_memory(text, expected):
+    assert parse_memory(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["lots", "0", "-1GB", "2XB", True, "nan"])
+def test_parse_memory_refuses_nonsense(bad):
+    with pytest.raises(InputError, match="max_summary_memory must be a number of bytes"):
+        parse_memory(bad)
+
+
+def test_default_budget_is_a_fraction_of_this_machine():
+    from streamproj.passes import default_memory_budget
+
+    assert parse_memory(None) is None  # the caller's default applies
+    budget = default_memory_budget()
+    assert budget is None or budget > 2**20
+
+
+def test_pooled_summary_over_budget_is_refused_before_reading():
+    X, y = make_classes(n=400, p=300, k=2, seed=2)
+    # 300² float64 = 720 kB: a 500 kB budget cannot hold it
+    with pytest.raises(SummaryMemoryError, match=r"'pooled' summary of 300 features .* "
+                                                 r"max_summary_memory=500 kB"):
+        sp.BoundaryProjector(max_summary_memory="500kB").fit(X, y)
+    sp.BoundaryProjector(max_summary_memory="50MB").fit(X, y)
+
+
+@pytest.fixture
+def one_worker():
+    with dask.config.set(num_workers=1):  # the plan counts the chunks in flight
+        yield
+
+
+def need(p, k, detail, rows, itemsize=8):
+    return summary_nbytes(p, k, detail) + chunk_nbytes(p, k, detail, rows, itemsize)
+
+
+def test_auto_shrinkage_over_budget_suggests_the_pooled_detail(one_worker):
+    X, y = make_classes(n=2000, p=60, k=10, seed=3)  # in memory: one chunk, K known before
+    budget = (need(60, 10, "pooled", 2000) + need(60, 10, "fourth", 2000)) // 2
+    with pytest.raises(SummaryMemoryError, match="'fourth' summary of 60 features and 10 classes.*"
+                                                 "the pooled detail .* float shrinkage"):
+        sp.BoundaryProjector(shrinkage="auto", max_summary_memory=budget).fit(X, y)
+    sp.BoundaryProjector(shrinkage=0.1, max_summary_memory=budget).fit(X, y)
+
+
+def test_lazy_labels_are_checked_by_the_chunks_before_allocating(one_worker):
+    # K is unknown before reading lazy labels: the plan uses 2, a chunk meets all 10
+    X, y = make_classes(n=2000, p=60, k=10, seed=4)
+    budget = need(60, 2, "fourth", 500) + 1000
+    assert budget < need(60, 10, "fourth", 500)
+    with pytest.raises(SummaryMemoryError, match="60 features and 10 classes"):
+        accumulate(da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500), "fourth",
+                   max_summary_memory=budget)
+
+
+def test_merges_check_the_union_of_the_classes(one_worker):
+    # sorted labels: a chunk holds one or two of the 10 classes, a merge of four many more
+    X, y = make_classes(n=2000, p=60, k=10, seed=5)
+    order = np.argsort(y, kind="stable")
+    X, y = X[order], y[order]
+    budget = 10**6
+    assert need(60, 2, "fourth", 200) <= budget < 3 * summary_nbytes(60, 4, "fourth")
+    with pytest.raises(SummaryMemoryError, match="merging chunk summaries"):
+        accumulate(da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200), "fourth",
+                   max_summary_memory=budget)
+    accumulate(da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200), "pooled",
+               max_summary_memory=budget)
+
+
+def test_parameter_is_not_saved_with_the_model(tmp_path):
+    X, y = make_classes(n=300, p=4, seed=6)
+    m = sp.BoundaryProjector(max_summary_memory="1GB", bfloat16=False).fit(X, y)
+    m.save(tmp_path / "m")
+    loaded = sp.load(tmp_path / "m")
+    assert loaded.max_summary_memory is None
+    assert loaded.bfloat16 is False
+
+
+@pytest.mark.parametrize("command", ["fit", "update", "run"])
+def test_command_line_refuses_with_one_line_and_writes_nothing(tmp_path, capsys, command):
+    X, y = make_classes(n=400, p=300, k=2, seed=7)
+    write_zarr(tmp_path / "in.zarr", X, y, chunk_rows=100)
+    model = tmp_path / "m"
+    if command == "update":
+        write_zarr(tmp_path / "old.zarr", X[:10], y[:10], chunk_rows=100)
+        assert main(["fit", str(tmp_path / "old.zarr"), "--model", str(model),
+                     "--shrinkage", "0.1"]) == 0
+        capsys.readouterr()
+        before = sorted(p.name for p in model.rglob("*"))
+        argv = ["update", str(model), str(tmp_path / "in.zarr")]
+    elif command == "fit":
+        argv = ["fit", str(tmp_path / "in.zarr"), "--model", str(model)]
+    else:
+        config = tmp_path / "job.toml"
+        config.write_text(f'[input]\npath = "{tmp_path / "in.zarr"}"\n[model]\npath = "{model}"\n'
+                          f'mode = "fit"\n[output]\npath = "{tmp_path / "out.zarr"}"\n')
+        argv = ["run", str(config)]
+    assert main([*argv, "--max-summary-memory", "500kB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("streamproj: error: ")
+    assert "max_summary_memory=500 kB" in err[0]
+    assert "--max-summary-memory" in err[0]
+    if command == "update":
+        assert sorted(p.name for p in model.rglob("*")) == before
+    else:
+        assert not model.exists() or not any(model.iterdir())
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_command_line_refuses_a_bad_size(tmp_path, capsys):
+    X, y = make_classes(n=100, p=3, seed=8)
+    write_zarr(tmp_path / "in.zarr", X, y)
+    # the estimator checks it (the one place), before any row is read; the error names the flag
+    assert main(["fit", str(tmp_path / "in.zarr"), "--model", str(tmp_path / "m"),
+                 "--max-summary-memory", "lots"]) == 2
+    assert not (tmp_path / "m").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "--max-summary-memory must be a number of bytes" in err[0]
