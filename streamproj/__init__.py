@@ -27,11 +27,13 @@ from .errors import *  # noqa: F403  (the error hierarchy is public API)
 from .estimator import BoundaryProjector, load
 from .passes import accumulate
 from .qda import StreamingQDA
+from .record import ModelRecord
 from .stats import ClassStats
 
 __all__ = [
     "BoundaryProjector",
     "ClassStats",
+    "ModelRecord",
     "StreamingQDA",
     "__version__",
     "accumulate",

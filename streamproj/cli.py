@@ -5,14 +5,11 @@ import json
 import os
 import sys
 import warnings
-from pathlib import Path
 
-from . import __version__, jobs, store
-from .cluster import dask_cluster
-from .config import load_config
-from .errors import InputError, OutputExistsError, StreamprojError
-from .solvers import validate_shrinkage
-from .stats import parse_memory
+from . import demo, jobs, plot
+from ._version import __version__
+from .config import load_config, shrinkage_value
+from .errors import InputError, InvalidParameterError, StreamprojError
 
 __all__ = ["main"]
 
@@ -24,11 +21,9 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _shrinkage(text):
-    try:
-        return validate_shrinkage(text)
-    except StreamprojError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _flag(parameter):
+    """The flag that sets an estimator parameter: ``n_components`` is ``--n-components``."""
+    return "--" + str(parameter).replace("_", "-")
 
 
 def _common(p, compute=True):
@@ -41,15 +36,8 @@ def _common(p, compute=True):
                    help="print one JSON object on stdout (for schedulers) instead of text")
 
 
-def _memory(text):
-    try:
-        return parse_memory(text, "--max-summary-memory")
-    except StreamprojError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _memory_arg(p):
-    p.add_argument("--max-summary-memory", type=_memory, default=None, metavar="SIZE",
+    p.add_argument("--max-summary-memory", default=None, metavar="SIZE",
                    help="refuse a summary (plus chunks in flight) larger than SIZE, e.g. 4GB "
                         "(default: half the machine's memory)")
 
@@ -114,7 +102,7 @@ def build_parser():
     p.add_argument("--model", required=True, metavar="MODEL", help="model directory to write")
     _input_args(p)
     p.add_argument("--n-components", type=int, default=2, metavar="D", help="projection axes (default 2)")
-    p.add_argument("--shrinkage", type=_shrinkage, default=None, metavar="none|auto|oas|FLOAT",
+    p.add_argument("--shrinkage", type=shrinkage_value, default=None, metavar="none|auto|oas|FLOAT",
                    help="within-class covariance shrinkage (default none)")
     p.add_argument("--center", choices=["mean", "hyperplane"], default="mean",
                    help="centring of the boundary-parallel PCA (default mean)")
@@ -187,12 +175,32 @@ def build_parser():
     _common(p)  # accepted like everywhere, though info reads no rows
     p.set_defaults(func=_info)
 
-    from .plot import add_plot_parser  # matplotlib is only imported when plotting
+    p = sub.add_parser("plot", help="draw a projection (OUT) to a PNG, or an interactive HTML view")
+    p.add_argument("out", metavar="OUT", help="Zarr group written by 'streamproj project'")
+    p.add_argument("--output", required=True, metavar="FIG.png|VIEW.html")
+    p.add_argument("--model", metavar="MODEL", help="model directory (for --compare-pca and --qda)")
+    p.add_argument("--compare-pca", nargs="?", const="raw", choices=["raw", "standardized", "both"],
+                   help="add ordinary PCA of the input rows: features as given (raw, the default), "
+                        "standardized, or both")
+    p.add_argument("--qda", action="store_true", help="draw where the QDA boundary crosses the plane")
+    p.add_argument("--input", metavar="INPUT", help="input rows for --compare-pca (default: OUT's source)")
+    p.add_argument("--axes", metavar="I,J", help="draw axes I and J (default 0,1; a grid when d >= 3)")
+    p.add_argument("--stretch", action="store_true",
+                   help="fill the panels instead of equal aspect (the figure says so)")
+    p.add_argument("--top", type=int, default=8, metavar="N",
+                   help="colour the N largest classes, the rest grey as 'other' (default 8)")
+    p.add_argument("--size", metavar="WxH", help="PNG size in pixels (default: fitted to the data)")
+    _common(p)
+    p.set_defaults(func=_plot)
 
-    add_plot_parser(sub, _common)
-    from .demo import add_demo_parser
-
-    add_demo_parser(sub, _common)
+    p = sub.add_parser("demo", help="make the seed's 'coin' data in DIR and run everything on it")
+    p.add_argument("dir", metavar="DIR", help="folder for data.zarr, model, coords.zarr, demo.png, view.html")
+    p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200,000)")
+    p.add_argument("--features", type=int, default=10, help="features (default 10)")
+    p.add_argument("--chunk-rows", type=int, default=50_000, help="rows per Zarr chunk (default 50,000)")
+    p.add_argument("--seed", type=int, default=0)
+    _common(p)
+    p.set_defaults(func=_demo)
     return parser
 
 
@@ -326,52 +334,50 @@ def _run(args):
 
 
 def _info(args):
-    if _is_output(args.model):
+    if jobs.is_output(args.model):
         info = jobs.output_info(args.model, args.against)
     else:
         info = jobs.model_info(args.model)
     print(json.dumps(info) if args.json else json.dumps(info, indent=2))
 
 
-def _is_output(path):
-    """True when ``path`` holds a streamproj output (a Zarr group) rather than a model directory."""
+def _pair(text, flag):
+    """``"0,2"`` or ``"1400x650"`` as two whole numbers."""
     try:
-        store.open_output(path)
-    except StreamprojError:
-        return False
-    return True
+        pair = tuple(int(v) for v in text.replace("x", ",").split(","))
+        if len(pair) != 2:
+            raise ValueError
+    except ValueError:
+        msg = f"{flag} must be two numbers, e.g. {'0,2' if flag == '--axes' else '1400x650'}; got {text!r}"
+        raise InputError(msg) from None
+    return pair
 
 
-# What an image file matplotlib writes starts with; plot replaces no other file.
-_IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"\xff\xd8\xff", b"%!PS", b"II*\x00", b"MM\x00*")
-
-
-def _check_figure(args):
-    """The figure path of ``plot``: local, outside OUT and the model, never clobbering a non-image."""
-    figure = args.output
-    if not store.is_local(figure):
-        msg = (f"plot --output {figure}: figures are written to local files only; write it "
-               "locally and upload it (streamproj.store.write_bytes does it in Python)")
+def _plot(args):
+    size = _pair(args.size, "--size") if args.size else None
+    if size and min(size) < 100:
+        msg = f"--size must be WIDTHxHEIGHT in pixels, each >= 100; got {args.size!r}"
         raise InputError(msg)
-    store.check_disjoint(("projection", args.out), ("model", getattr(args, "model", None)),
-                         ("figure", figure))
-    path = Path(figure).expanduser()
-    if path.is_dir():
-        msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
-        raise OutputExistsError(msg)
-    if path.exists():
-        with open(path, "rb") as f:
-            head = f.read(8)
-        if head and not head.startswith(_IMAGE_MAGIC):
-            msg = (f"plot --output {figure} exists and is not an image; it was left untouched: "
-                   "choose another file name")
-            raise OutputExistsError(msg)
-    with store.storage_errors(f"figure {figure}"):
-        path.parent.mkdir(parents=True, exist_ok=True)  # as fit makes its model's folder
+    axes = _pair(args.axes, "--axes") if args.axes else None
+    if args.top < 1:
+        msg = f"--top must be at least 1; got {args.top}"
+        raise InputError(msg)
+    plot.plot_stored(args.out, args.output, args.model, axes=axes, stretch=args.stretch,
+                     top=args.top, compare_pca=args.compare_pca, qda=args.qda,
+                     input_url=args.input, size=size)
+    print(f"wrote {args.output}")
+
+
+def _demo(args):
+    if args.rows < 20 or args.features < 3 or args.chunk_rows < 1:
+        msg = "--rows must be at least 20, --features at least 3, --chunk-rows at least 1"
+        raise InputError(msg)
+    print(demo.describe(demo.run_demo(args.dir, args.rows, args.features, args.chunk_rows,
+                                      args.seed, args.progress)))
 
 
 def _quiet_broken_pipe():
-    """stdout's reader went away (``streamproj info | head``): say nothing more."""
+    """The reader of stdout went away (``streamproj info | head``): say nothing more."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -404,6 +410,7 @@ def _as_json(args):
 
 
 def main(argv=None):
+    """Run ``streamproj`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "progress", False) is None and args.command != "run":
@@ -412,10 +419,10 @@ def main(argv=None):
     warnings.showwarning = _show_warning
     try:
         if args.command == "plot":
-            _check_figure(args)
+            plot.check_figure(args.output, args.out, args.model)
         # run takes its cluster from the config; info computes nothing
         scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None
-        with dask_cluster(scheduler):
+        with jobs.dask_cluster(scheduler):
             if args.json and args.command in ("plot", "demo"):
                 code = _as_json(args)
             else:
@@ -427,6 +434,8 @@ def main(argv=None):
         _quiet_broken_pipe()
         return 0
     except StreamprojError as exc:
+        if isinstance(exc, InvalidParameterError) and exc.parameter:
+            exc = exc.relabel(_flag(exc.parameter))  # the estimator's check, said of the flag
         sys.stderr.write(f"streamproj: error: {_one_line(exc)}\n")
         return 2
     except OSError as exc:  # the last resort: still one line, naming the file

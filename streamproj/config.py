@@ -1,5 +1,10 @@
 """TOML job configs → frozen dataclasses, validated with errors that name the key and file.
 
+The config checks the form of each key (its type, the job's own options); the
+estimator's parameters (``[model]`` n_components, shrinkage, center …) are
+passed as given and checked by the estimator when the job starts, which names
+the file and key (:func:`streamproj.jobs.check_config`).
+
 A job is: fit (or update) a model from an input, then project an input to an
 output. Example::
 
@@ -48,16 +53,16 @@ import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
-from .errors import InputError, StreamprojError
-from .ledger import parse_age
-from .solvers import validate_shrinkage
+from .errors import InputError
 
 __all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfig", "RunConfig",
-           "SlurmConfig", "load_config"]
+           "SlurmConfig", "load_config", "shrinkage_value"]
 
 
 @dataclass(frozen=True)
 class InputConfig:
+    """``[input]``: where the rows are and which arrays or columns hold them."""
+
     path: str | None = None
     paths: list = field(default_factory=list)  # path, or several paths and globs (resolved)
     x: str = "X"
@@ -69,10 +74,12 @@ class InputConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """``[model]``: the model directory, the job's mode, the estimator's parameters (as given), the window."""
+
     path: str
     mode: str = "auto"
     n_components: int = 2
-    shrinkage: str | float = "none"
+    shrinkage: str | float | None = None
     center: str = "mean"
     boundary: str | None = None
     keep_class_scatter: bool = False
@@ -82,6 +89,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
+    """``[output]``: where and how the projection is written."""
+
     path: str | None = None
     overwrite: bool = False
     input: str | list | None = None  # project other inputs than those fitted (default: the same)
@@ -99,6 +108,8 @@ class OutputConfig:
 
 @dataclass(frozen=True)
 class SlurmConfig:
+    """``[dask.slurm]``: dask-jobqueue workers on SLURM."""
+
     jobs: int = 1
     cores: int = 1
     memory: str = "4GB"
@@ -111,6 +122,8 @@ class SlurmConfig:
 
 @dataclass(frozen=True)
 class DaskConfig:
+    """``[dask]``: the scheduler the job runs on."""
+
     scheduler: str | None = None
     timeout: float | None = None  # seconds without workers; None: cluster.DEFAULT_TIMEOUT
     slurm: SlurmConfig | None = None
@@ -118,12 +131,16 @@ class DaskConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """``[run]``: progress bars and the drift alert."""
+
     progress: bool | None = None
     alert_above_degrees: float | None = None
 
 
 @dataclass(frozen=True)
 class JobConfig:
+    """A whole job config; ``source`` is the file it was read from."""
+
     input: InputConfig
     model: ModelConfig
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -134,7 +151,25 @@ class JobConfig:
 
 _MODES = ("fit", "update", "auto")
 _OUTPUT_MODES = ("rewrite", "append", "auto")
-_CENTERS = ("mean", "hyperplane")
+
+
+def shrinkage_value(value: str | float | None) -> str | float | None:
+    """The shrinkage a flag or key gives, converted by its form only: "none" is None, "0.3" is 0.3.
+
+    Anything else is passed on as it is, for the estimator to check (the one place
+    parameters are validated).
+
+    >>> shrinkage_value("none"), shrinkage_value("0.3"), shrinkage_value("auto")
+    (None, 0.3, 'auto')
+    """
+    if not isinstance(value, str):
+        return value
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def _type_ok(value, annotation):
@@ -145,7 +180,7 @@ def _type_ok(value, annotation):
         bool: (bool,),
         list: (list,),
         str | None: (str,),
-        str | float: (str, int, float),
+        str | float | None: (str, int, float),
         bool | None: (bool,),
         float | None: (int, float),
         int | None: (int,),
@@ -158,7 +193,7 @@ def _type_ok(value, annotation):
 
 def _describe(annotation):
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-            list: "a list", str | None: "a string", str | float: "a string or a number",
+            list: "a list", str | None: "a string", str | float | None: "a string or a number",
             bool | None: "true or false", float | None: "a number", int | None: "an integer",
             str | list | None: "a string or a list of strings"}[annotation]
 
@@ -232,17 +267,6 @@ def load_config(path):
     if model.mode not in _MODES:
         msg = f"{path}: [model] mode must be one of {', '.join(map(repr, _MODES))}; got {model.mode!r}"
         raise InputError(msg)
-    if model.center not in _CENTERS:
-        msg = f"{path}: [model] center must be one of {', '.join(map(repr, _CENTERS))}; got {model.center!r}"
-        raise InputError(msg)
-    try:
-        validate_shrinkage(model.shrinkage)
-    except StreamprojError as exc:
-        msg = f"{path}: [model] {exc}"
-        raise InputError(msg) from None
-    if model.n_components < 1:
-        msg = f"{path}: [model] n_components must be at least 1; got {model.n_components}"
-        raise InputError(msg)
     if built.get("dask") and built["dask"].scheduler and built["dask"].slurm:
         msg = f"{path}: [dask] give either scheduler or [dask.slurm], not both"
         raise InputError(msg)
@@ -255,7 +279,8 @@ def load_config(path):
     paths = [_resolve(p, base) for p in ([inp.path] if inp.path else []) + list(inp.paths)]
     built["input"] = replace(inp, path=paths[0], paths=paths)
     built["model"] = ModelConfig(**{**model.__dict__, "path": _resolve(model.path, base),
-                                    "boundary": _resolve(model.boundary, base)})
+                                    "boundary": _resolve(model.boundary, base),
+                                    "shrinkage": shrinkage_value(model.shrinkage)})
     if "output" in built:
         out = built["output"]
         given = out.inputs
@@ -281,12 +306,6 @@ def _check_extras(path, built):
     if model.keep_last is not None and model.keep_last < 1:
         msg = f"{path}: [model] keep_last must be at least 1; got {model.keep_last}"
         raise InputError(msg)
-    if model.max_age is not None:
-        try:
-            parse_age(model.max_age, "[model] max_age")
-        except StreamprojError as exc:
-            msg = f"{path}: {exc}"
-            raise InputError(msg) from None
     out = built.get("output")
     if out is not None:
         if out.mode not in _OUTPUT_MODES:

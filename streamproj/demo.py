@@ -17,7 +17,7 @@ import zarr
 from . import jobs, solvers
 from .estimator import load
 
-__all__ = ["add_demo_parser", "coin_chunk", "run_demo", "write_coin"]
+__all__ = ["coin_chunk", "describe", "run_demo", "write_coin"]
 
 
 def _coin_geometry(p, seed):
@@ -99,40 +99,21 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
     return summary
 
 
-def _print_summary(s):
+def describe(summary):
+    """The lines ``streamproj demo`` prints for a :func:`run_demo` summary."""
+    s = summary
     classes = ", ".join(f"{c}: {k:,}" for c, k in s["classes"].items())
     secs = ", ".join(f"{k} {v:.1f} s" for k, v in s["seconds"].items())
-    print(f"streamproj demo: the 'coin' — {s['rows']:,} rows x {s['features']} features, classes {classes}")
-    print(f"  classifier (LDA) accuracy          {s['accuracy']:.2%}")
-    print(f"  2-D picture agrees with classifier {s['picture_agreement']:.2%} of rows "
-          "(boundary = the line z[0] = 0)")
-    print(f"  reconstruction error per row       standard PCA plane "
-          f"{s['reconstruction_mse_standard_pca']:.4g} (the least of any plane), "
-          f"boundary-preserving plane {s['reconstruction_mse_boundary_preserving']:.4g} "
-          "(the least of any plane that keeps the boundary)")
-    print(f"  time                               {secs}")
-    for name, path in s["files"].items():
-        print(f"  {name:<34} {path}")
-
-
-def add_demo_parser(sub, common):
-    """Register ``streamproj demo`` on the CLI's subparsers (``common`` adds the shared options)."""
-    p = sub.add_parser("demo", help="make the seed's 'coin' data in DIR and run everything on it")
-    p.add_argument("dir", metavar="DIR", help="folder for data.zarr, model, coords.zarr, demo.png, view.html")
-    p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200,000)")
-    p.add_argument("--features", type=int, default=10, help="features (default 10)")
-    p.add_argument("--chunk-rows", type=int, default=50_000, help="rows per Zarr chunk (default 50,000)")
-    p.add_argument("--seed", type=int, default=0)
-    common(p)
-    p.set_defaults(func=_demo_command)
-
-
-def _demo_command(args):
-    from .errors import InputError
-
-    if args.rows < 20 or args.features < 3 or args.chunk_rows < 1:
-        msg = "--rows must be at least 20, --features at least 3, --chunk-rows at least 1"
-        raise InputError(msg)
-    _print_summary(run_demo(args.dir, args.rows, args.features, args.chunk_rows, args.seed,
-                            args.progress))
-
+    lines = [
+        f"streamproj demo: the 'coin' — {s['rows']:,} rows x {s['features']} features, classes {classes}",
+        f"  classifier (LDA) accuracy          {s['accuracy']:.2%}",
+        f"  2-D picture agrees with classifier {s['picture_agreement']:.2%} of rows "
+        "(boundary = the line z[0] = 0)",
+        f"  reconstruction error per row       standard PCA plane "
+        f"{s['reconstruction_mse_standard_pca']:.4g} (the least of any plane), "
+        f"boundary-preserving plane {s['reconstruction_mse_boundary_preserving']:.4g} "
+        "(the least of any plane that keeps the boundary)",
+        f"  time                               {secs}",
+    ]
+    lines += [f"  {name:<34} {path}" for name, path in s["files"].items()]
+    return "\n".join(lines)

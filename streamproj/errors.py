@@ -48,7 +48,28 @@ class SingularScatterError(StreamprojError):
 
 
 class InvalidParameterError(InputError, _SklearnInvalidParameterError):
-    """An estimator parameter has a wrong type or value (also scikit-learn's error)."""
+    """An estimator parameter has a wrong type or value (also scikit-learn's error).
+
+    ``parameter``, ``value`` and ``expected`` (what it may be, in words) let a
+    caller say the same of the flag or config key the value came from
+    (:meth:`relabel`).
+    """
+
+    def __init__(self, message: str, parameter: str | None = None, value: object = None,
+                 expected: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter, self.value, self.expected = parameter, value, expected
+
+    def relabel(self, where: str) -> "InvalidParameterError":
+        """The same error said of ``where`` (a flag, or a config file and key).
+
+        The new error names no ``parameter``: it is said of its origin already.
+        """
+        if self.expected is None:
+            msg = f"{where}: {self}"
+        else:
+            msg = f"{where} must be {self.expected}; got {self.value!r}"
+        return InvalidParameterError(msg, None, self.value, self.expected)
 
 
 class NotFittedError(StreamprojError, _SklearnNotFittedError):

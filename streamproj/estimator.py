@@ -1,9 +1,11 @@
 """BoundaryProjector: a scikit-learn estimator over streaming class summaries."""
 
 import hashlib
+import re
+from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import dask.array as da
 import numpy as np
@@ -22,16 +24,27 @@ from sklearn.utils._set_output import _get_output_config, _wrap_data_with_contai
 from sklearn.utils.validation import _check_feature_names_in, validate_data
 
 from . import solvers, store
+from ._version import __version__
 from .errors import (
     IncompatibleStatsError,
     InputError,
     InvalidParameterError,
     NotFittedError,
     SingularScatterError,
+    StreamprojError,
 )
-from .passes import accumulate, as_dask_rows, project_blocks
-from .stats import ClassStats, bfloat16_to_float32, check_finite
-from .validation import as_labels, as_lazy_rows, check_not_sparse, is_dask_frame, is_lazy
+from .passes import accumulate, project_blocks
+from .record import ModelRecord
+from .stats import ClassStats, bfloat16_to_float32, parse_memory
+from .validation import (
+    as_dask_rows,
+    as_labels,
+    as_lazy_rows,
+    check_finite,
+    check_not_sparse,
+    is_dask_frame,
+    is_lazy,
+)
 
 __all__ = ["BoundaryProjector", "load"]
 
@@ -76,7 +89,7 @@ def _decode_bfloat16(X):
                "uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
         raise InputError(msg)
     if isinstance(X, da.Array):
-        return X.map_blocks(bfloat16_to_float32, dtype=np.float32)
+        return X.map_blocks(bfloat16_to_float32, dtype=np.float32)  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
     return bfloat16_to_float32(X)
 
 
@@ -85,8 +98,9 @@ def _label(value):
 
 
 class _SummaryClassifier:
-    """Shared machinery of the estimators fitted from :class:`ClassStats` (a mixin placed
-    before scikit-learn's ``ClassifierMixin`` and ``BaseEstimator``).
+    """Shared machinery of the estimators fitted from :class:`ClassStats`.
+
+    A mixin, placed before scikit-learn's ``ClassifierMixin`` and ``BaseEstimator``.
 
     Rows are validated once per call (``validate_data`` for in-memory input,
     shape and feature-name checks only for lazy input, which is never read
@@ -100,15 +114,33 @@ class _SummaryClassifier:
     # names of the fitted attributes that describe the solution (dropped on reset)
     _solution_attributes: ClassVar[tuple[str, ...]] = ()
 
+    # what the estimators using this mixin provide: parameters, the solve, fitted labels
+    chunk_rows: int | None
+    progress: bool
+    priors: Any
+    _declared: np.ndarray | None
+    _labels_: np.ndarray
+    _solve: Callable[[ClassStats], None]
+    summary_detail: Callable[[], str]
+    predict: Callable[[Any], Any]
+
     # what the solve is called in messages ("LDA needs at least two classes")
-    _needs = "the model"
+    @property
+    def _needs(self) -> str:
+        return "the model"
 
     # ----------------------------------------------------------- validation
+    # what each parameter may be, in words (for the error said of a flag or config key)
+    _parameter_words: ClassVar[dict[str, str]] = {}
+
     def _validate_params(self):
         try:
-            super()._validate_params()
+            super()._validate_params()  # type: ignore[misc]  # scikit-learn's, after this mixin
         except _SklearnParamError as exc:
-            raise InvalidParameterError(str(exc)) from None
+            found = re.match(r"The '(\w+)' parameter", str(exc))
+            name = found.group(1) if found else None
+            raise InvalidParameterError(str(exc), name, getattr(self, name, None) if name else None,
+                                        self._parameter_words.get(name or "")) from None
 
     def _check_in_memory(self, X, reset):
         """validate_data, with its ValueErrors as InputError (same message)."""
@@ -159,10 +191,11 @@ class _SummaryClassifier:
         if classes is None:
             return
         declared = np.unique(as_labels(np.asarray(classes), name="classes"))
-        if not first and getattr(self, "_declared", None) is not None:
-            if not np.array_equal(declared, self._declared):
+        before = getattr(self, "_declared", None)
+        if not first and before is not None:
+            if not np.array_equal(declared, before):
                 msg = (f"classes={declared.tolist()} is not the same as on the first call to "
-                       f"partial_fit, was: {self._declared.tolist()}")
+                       f"partial_fit, was: {before.tolist()}")
                 raise InputError(msg)
             return
         if not first:
@@ -227,8 +260,11 @@ class _SummaryClassifier:
         return self
 
     def _update(self, stats, strict):
-        """Solve from ``stats``; keep them. Unless ``strict``, an unsolvable summary is kept
-        (the model is then not fitted, with the reason) instead of raising."""
+        """Solve from ``stats``; keep them.
+
+        Unless ``strict``, an unsolvable summary is kept (the model is then not
+        fitted, with the reason) instead of raising.
+        """
         declared = getattr(self, "_declared", None)
         classes = stats.classes if declared is None else declared
         if stats.n_classes < 2:
@@ -320,7 +356,7 @@ class _SummaryClassifier:
         """Labels of the solved classes (``_labels_``) at ``index`` (numpy or lazy)."""
         labels = self._labels_
         if isinstance(index, da.Array):
-            return index.map_blocks(labels.take, dtype=labels.dtype)
+            return index.map_blocks(labels.take, dtype=labels.dtype)  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
         return labels.take(index)
 
     def _full_columns(self, proba, fill):
@@ -335,7 +371,7 @@ class _SummaryClassifier:
             return out
 
         if isinstance(proba, da.Array):
-            return proba.map_blocks(spread, chunks=(proba.chunks[0], (self.classes_.shape[0],)),
+            return proba.map_blocks(spread, chunks=(proba.chunks[0], (self.classes_.shape[0],)),  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
                                     dtype=np.float64)
         return spread(proba)
 
@@ -354,7 +390,7 @@ class _SummaryClassifier:
         return float(accuracy_score(as_labels(y), predicted, sample_weight=sample_weight))
 
 
-class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, BaseEstimator,
+class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, BaseEstimator,  # type: ignore[call-arg]
                         auto_wrap_output_keys=None):
     """Project labelled data onto a few axes that keep a linear decision boundary exact.
 
@@ -434,6 +470,16 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         "progress": ["boolean"],
         "max_summary_memory": [Interval(Integral, 1, None, closed="left"), str, None],
         "bfloat16": ["boolean"],
+    }
+    _parameter_words: ClassVar[dict[str, str]] = {
+        "n_components": "a whole number of at least 1",
+        "shrinkage": "None, 'auto', 'oas' or a float in [0, 1]",
+        "center": "one of 'mean', 'hyperplane'",
+        "chunk_rows": "a whole number of at least 1, or None",
+        "keep_class_scatter": "true or false",
+        "progress": "true or false",
+        "max_summary_memory": "a number of bytes or a size such as '2GB' or '512MiB'",
+        "bfloat16": "true or false",
     }
     _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
                             "priors_", "means_", "covariance_", "scalings_", "_score_center_",
@@ -538,10 +584,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             if given is not None:
                 self._given_classes = np.asarray(given)
             mean_distance = lda_result = None
+        w: np.ndarray | None = None
+        b = 0.0  # with several boundaries there is no w, and b is not used
         if coef.shape[0] == 1:
             w, b = solvers.unit_boundary(coef, intercept)
-        else:
-            w = b = None
         center, scatter = solvers.projection_center(stats, w, b, self.center,
                                                     mean_distance if w is not None else None)
         V = solvers.boundary_axes(basis, scatter, self.n_components)
@@ -597,7 +643,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return dd.from_dask_array(Z, columns=list(self.get_feature_names_out()), index=index)
 
     def get_feature_names_out(self, input_features=None):
-        """Names of the output axes: ``boundary`` (or ``lda1``, … for K > 2), then ``pc1``, …"""
+        """Names of the output axes: ``boundary`` (or ``lda1``, … for K > 2), then ``pc1``, … ."""
         self._check_fitted()
         _check_feature_names_in(self, input_features, generate_names=False)
         d = self.components_.shape[0]
@@ -646,7 +692,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """
         scores = self._scores(self._apply_rows(X))
         if isinstance(scores, da.Array):
-            proba = scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1 if scores.ndim == 1 else None,
+            proba = scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1 if scores.ndim == 1 else None,  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
                                       chunks=(scores.chunks[0], (max(2, self.coef_.shape[0]),)))
         else:
             proba = _proba_block(scores)
@@ -656,7 +702,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """Log class probabilities, computed without rounding ``predict_proba`` to 0 or 1 first."""
         scores = self._scores(self._apply_rows(X))
         if isinstance(scores, da.Array):
-            logp = scores.map_blocks(_log_proba_block, dtype=np.float64,
+            logp = scores.map_blocks(_log_proba_block, dtype=np.float64,  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
                                      new_axis=1 if scores.ndim == 1 else None,
                                      chunks=(scores.chunks[0], (max(2, self.coef_.shape[0]),)))
         else:
@@ -664,8 +710,11 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return self._full_columns(logp, -np.inf)
 
     def qda(self, reg_param=0.0, ddof=0):
-        """QDA solution on the same summaries (needs ``keep_class_scatter=True`` or per-class
-        shrinkage); :meth:`to_qda` gives it as a fitted estimator."""
+        """QDA solution on the same summaries.
+
+        Needs ``keep_class_scatter=True`` or per-class shrinkage; :meth:`to_qda`
+        gives it as a fitted estimator.
+        """
         self._check_fitted()
         return solvers.qda(self.stats_, reg_param, self._solved_priors(self.stats_), ddof)
 
@@ -735,15 +784,15 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             }
         return params
 
-    def to_meta(self, extra=None):
-        """The JSON-ready description written to ``model.json``."""
-        self._check_fitted()
-        import streamproj
+    def to_state(self, extra=None):
+        """The fitted model as a :class:`~streamproj.record.ModelRecord` (no file, no clock).
 
+        ``extra``: more ``model.json`` fields (e.g. ``sources``, ``history``).
+        """
+        self._check_fitted()
         meta = {
-            "streamproj_version": streamproj.__version__,
+            "streamproj_version": __version__,
             "model_id": self.model_id_,
-            "saved": store.timestamp(),
             "params": self._stored_params(),
             "classes": self.classes_.tolist(),
             "counts": self.stats_.counts.tolist(),
@@ -754,25 +803,38 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if hasattr(self, "feature_names_in_"):
             meta["feature_names"] = [str(n) for n in self.feature_names_in_]
         meta.update(extra or {})
-        return meta
-
-    def _solution(self):
-        return {
+        solution = {
             "components": self.components_,
             "center": self.center_,
             "coef": self.coef_,
             "intercept": self.intercept_,
             "classes": self.classes_,
         }
+        return ModelRecord(meta, self.stats_, solution)
+
+    def to_meta(self, extra=None):
+        """The JSON-ready description written to ``model.json`` (:meth:`to_state`, stamped now)."""
+        return {**self.to_state(extra).meta, "saved": store.timestamp()}
 
     def save(self, path, extra=None):
         """Write the model directory ``path`` (crash-safe; see :mod:`streamproj.store`)."""
         with store.model_lock(path):
-            store.write_model(path, self.to_meta(extra), self.stats_, self._solution())
+            store.write_record(path, self.to_state(extra))
         return path
 
     @classmethod
     def from_saved(cls, meta, stats, solution):
+        """The model stored as ``meta``, ``stats`` and ``solution`` (see :meth:`from_state`)."""
+        return cls.from_state(ModelRecord(meta, stats, solution))
+
+    @classmethod
+    def from_state(cls, record):
+        """The fitted model a :class:`~streamproj.record.ModelRecord` describes (no pass over rows).
+
+        The LDA solution is solved again from the record's summaries (tiny p×p
+        problems); the axes, centre and boundary are taken as stored.
+        """
+        meta, stats, solution = record
         params = dict(meta["params"])
         if isinstance(params.get("boundary"), dict):
             given = params["boundary"]
@@ -824,6 +886,29 @@ def _log_proba_block(scores):
     return scores - logsumexp(scores, axis=1, keepdims=True)
 
 
+def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` checked as :class:`BoundaryProjector` checks them (its ``_parameter_constraints``).
+
+    The one place parameters are validated: jobs call this before reading any
+    row, and the command line and job configs re-label its
+    :class:`~streamproj.errors.InvalidParameterError` with the flag or key.
+
+    Returns
+    -------
+    dict
+        Every parameter of the estimator, the defaults filled in.
+    """
+    model = BoundaryProjector(**params)
+    model._validate_params()
+    try:  # its form is a size ("2GB"): read it now, before any row is
+        parse_memory(model.max_summary_memory)
+    except StreamprojError as exc:
+        expected = model._parameter_words["max_summary_memory"]
+        raise InvalidParameterError(str(exc), "max_summary_memory", model.max_summary_memory,
+                                    expected) from None
+    return model.get_params(deep=False)
+
+
 def load(path):
     """Load a model directory written by :meth:`BoundaryProjector.save`."""
-    return BoundaryProjector.from_saved(*store.read_model(path))
+    return BoundaryProjector.from_state(store.read_record(path))

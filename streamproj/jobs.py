@@ -31,22 +31,27 @@ from .errors import (
     ClusterError,
     IncompatibleStatsError,
     InputError,
+    InvalidParameterError,
     ModelError,
     OutputExistsError,
     SourceChangedError,
     StorageError,
     StreamprojError,
 )
-from .estimator import BoundaryProjector, load
+from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
-from .passes import accumulate, as_dask_labels, as_dask_rows
-from .solvers import validate_shrinkage
+from .passes import accumulate
+from .record import ModelRecord
 from .sources import Source, expand, open_source
+from .stats import ClassStats
+from .validation import as_dask_labels, as_dask_rows
 
 __all__ = [
+    "check_config",
     "dask_cluster",
     "fit_model",
     "forget_sources",
+    "is_output",
     "merge_models",
     "model_info",
     "output_info",
@@ -71,7 +76,8 @@ def _context(prefix):
         # Errors about the output, the disk or the cluster already say where they happened.
         if text.startswith(prefix) or isinstance(exc, StorageError | OutputExistsError | ClusterError):
             raise
-        raise type(exc)(f"{prefix}: {text}") from None
+        msg = f"{prefix}: {text}"
+        raise type(exc)(msg) from None
 
 
 class _Clock:
@@ -131,7 +137,7 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
 
     All sources must have the same features; the error names both.
     """
-    out = []
+    out: list[Source] = []
     specs = _specs(inputs)
     remote = next((s for s in specs if not store.is_local(s)), None)
     options = None if remote is None else store.storage_options(remote)
@@ -237,10 +243,11 @@ def _check_boundary_file(path, n_features, name):
 
 
 def _read(model_path):
+    """The model's record and its per-source summaries, errors prefixed with its path."""
     with _context(str(model_path)):
-        meta, stats, solution = store.read_model(model_path)
-        summaries = store.read_summaries(model_path, meta["version"])
-    return meta, stats, solution, summaries
+        record = store.read_record(model_path)
+        summaries = store.read_summaries(model_path, record.version)
+    return record, summaries
 
 
 def _feature_meta(model, meta, srcs):
@@ -253,7 +260,13 @@ def _feature_meta(model, meta, srcs):
 # -------------------------------------------------------------------- fit
 def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, progress=False,
               allow_missing_chunks=False, features=None, label=None, keep_last=None, max_age=None):
-    """Fit a new model from one or more inputs (globs allowed) and save it; returns a report."""
+    """Fit a new model from one or more inputs (globs allowed) and save it; returns a report.
+
+    ``params`` are the estimator's, checked before any input is opened
+    (:func:`~streamproj.estimator.check_params` raises
+    :class:`~streamproj.errors.InvalidParameterError` naming the parameter).
+    """
+    check_params(params or {})
     clock = _Clock()
     with clock("open"):
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
@@ -269,7 +282,9 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
             _check_boundary_file(_boundary_file(params), srcs[0].n_features, srcs[0].names[0])
         model = BoundaryProjector(**(params or {}), progress=progress)
         detail = model.summary_detail()
-        summaries, entries, reports = {}, [], []
+        summaries: dict[str, ClassStats] = {}
+        entries: list[dict] = []
+        reports: list[dict] = []
         with clock("pass1"):
             for src in srcs:
                 batch = _summarise(src, 0, detail, progress, model.max_summary_memory,
@@ -289,10 +304,10 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
                     "n_samples": model.stats_.n_samples,
                     "sources": [e["url"] for e in entries], "evicted": [e["url"] for e in evicted]}]
         with clock("write"):
-            version = store.write_model(
-                model_path,
-                model.to_meta({"sources": entries, "history": history, **_feature_meta(model, None, srcs)}),
-                model.stats_, model._solution(), base=existing or None, summaries=summaries)
+            record = model.to_state().with_meta(sources=entries, history=history,
+                                                **_feature_meta(model, None, srcs))
+            version = store.write_record(model_path, record, base=existing or None,
+                                         summaries=summaries)
     return {"command": "fit", "status": "fitted", "model": str(model_path), "version": version,
             "rows": n, "classes": model.classes_.tolist(), "counts": model.stats_.counts.tolist(),
             "model_id": model.model_id_, "sources": reports,
@@ -324,18 +339,18 @@ def _existing_model(model_path):
         if not local.exists() or (local.is_dir() and not any(local.iterdir())):
             return False
     try:
-        meta, _stats, _solution = store.read_model(model_path)
+        version = store.read_record(model_path).version
     except StreamprojError:
         if not store.is_local(model_path) and not store.model_exists(model_path):
             return False
         raise
-    return meta["version"]
+    return version
 
 
 # ------------------------------------------------------------------ drift
 def _drift(old, new):
     """How far the model moved: normal angle and principal angles, in degrees."""
-    out = {}
+    out: dict[str, float | list[float]] = {}
     if old.coef_.shape[0] == 1 and new.coef_.shape[0] == 1:
         # atan2(sine, cosine): arccos of a cosine near 1 loses half the digits of a small angle.
         u, v = old.components_[0], new.components_[0]
@@ -383,13 +398,15 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     source whose merged rows changed is refused with the model untouched.
     ``keep_last`` / ``max_age`` then drop the oldest sources exactly.
     """
+    check_params({"max_summary_memory": max_summary_memory})
     clock = _Clock()
     with clock("open"):
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
     with store.model_lock(model_path):
-        meta, stats, solution, summaries = _read(model_path)
-        old = BoundaryProjector.from_saved(meta, stats, solution)
+        record, summaries = _read(model_path)
+        meta, stats = record.meta, record.stats
+        old = BoundaryProjector.from_state(record)
         entries = [dict(e) for e in meta.get("sources", [])]
         reports, batches = [], []
         fix = "refit the model from its sources, or write new rows to a new source"
@@ -431,7 +448,7 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
                     "message": f"{', '.join(s.spec for s in srcs)}: all {held} rows were merged "
                                "before; model unchanged",
                     "timings": clock.report(), "versions": _versions(meta["version"])}
-        new = BoundaryProjector.from_saved(meta, stats, solution)
+        new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(srcs[0].spec):
             if evicted:
                 new.fit_stats(_remaining(kept, summaries, model_path))
@@ -446,10 +463,10 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes,
             "evicted": base["evicted"], **drift}]
         with clock("write"):
-            version = store.write_model(
-                model_path, new.to_meta({"sources": kept, "history": history,
+            version = store.write_record(
+                model_path, new.to_state().with_meta(**{"sources": kept, "history": history,
                                          **_feature_meta(new, meta, srcs)}),
-                new.stats_, new._solution(), base=meta["version"], summaries=summaries)
+                base=record.version, summaries=summaries)
     return {**base, "status": "updated", "version": version, "rows_added": n_new,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
             "drift_deg": _boundary_drift(drift), "timings": clock.report(),
@@ -493,7 +510,8 @@ def forget_sources(model_path, patterns):
     clock = _Clock()
     patterns = _specs(patterns)
     with store.model_lock(model_path):
-        meta, stats, solution, summaries = _read(model_path)
+        record, summaries = _read(model_path)
+        meta = record.meta
         entries = list(meta.get("sources", []))
         gone = []
         for pattern in patterns:
@@ -511,8 +529,8 @@ def forget_sources(model_path, patterns):
         for e in gone:
             if e.get("id") not in summaries:
                 _remaining([e], summaries, model_path)
-        old = BoundaryProjector.from_saved(meta, stats, solution)
-        new = BoundaryProjector.from_saved(meta, stats, solution)
+        old = BoundaryProjector.from_state(record)
+        new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):
             new.fit_stats(_remaining(kept, summaries, model_path))
         drift = _drift(old, new)
@@ -521,10 +539,10 @@ def forget_sources(model_path, patterns):
             "rows_removed": int(sum(e["rows"] for e in gone)), "n_samples": new.stats_.n_samples,
             **drift}]
         with clock("write"):
-            version = store.write_model(
-                model_path, new.to_meta({"sources": kept, "history": history,
+            version = store.write_record(
+                model_path, new.to_state().with_meta(**{"sources": kept, "history": history,
                                          **_feature_meta(new, meta, [])}),
-                new.stats_, new._solution(), base=meta["version"],
+                base=record.version,
                 summaries={e["id"]: summaries[e["id"]] for e in kept})
     return {"command": "forget", "status": "forgotten", "model": str(model_path), "version": version,
             "sources": [{"url": e["url"], "status": "forgotten", "rows_removed": e["rows"]} for e in gone],
@@ -554,13 +572,16 @@ def merge_models(model_path, others):
                                                   for i, o in enumerate(others)])
     loaded = []
     for other in others:
-        meta, stats, solution, summaries = _read(other)
-        loaded.append((other, meta, stats, summaries))
+        record, summaries = _read(other)
+        loaded.append((other, record.meta, record.stats, summaries))
     with store.model_lock(model_path):
-        meta, stats, solution, summaries = _read(model_path)
+        record, summaries = _read(model_path)
+        meta, stats = record.meta, record.stats
         entries = [dict(e) for e in meta.get("sources", [])]
         mine = _features_of(meta)
-        added, totals, reports = [], [], []
+        added: list[dict] = []
+        totals: list[ClassStats] = []
+        reports: list[dict] = []
         for other, ometa, ostats, osummaries in loaded:
             if ostats.n_features != stats.n_features:
                 msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "
@@ -598,8 +619,8 @@ def merge_models(model_path, others):
             reports.append({"model": str(other), "model_id": ometa.get("model_id"),
                             "version": ometa.get("version"), "rows_merged": ostats.n_samples,
                             "sources": [e["url"] for e in ometa.get("sources", [])]})
-        old = BoundaryProjector.from_saved(meta, stats, solution)
-        new = BoundaryProjector.from_saved(meta, stats, solution)
+        old = BoundaryProjector.from_state(record)
+        new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):
             new.partial_fit_stats(_merge_all(totals))
         drift = _drift(old, new)
@@ -608,10 +629,10 @@ def merge_models(model_path, others):
             "rows_added": int(sum(r["rows_merged"] for r in reports)),
             "n_samples": new.stats_.n_samples, **drift}]
         with clock("write"):
-            version = store.write_model(
-                model_path, new.to_meta({"sources": entries + added, "history": history,
+            version = store.write_record(
+                model_path, new.to_state().with_meta(**{"sources": entries + added, "history": history,
                                          **_feature_meta(new, meta, [])}),
-                new.stats_, new._solution(), base=meta["version"], summaries=summaries)
+                base=record.version, summaries=summaries)
     return {"command": "merge", "status": "merged", "model": str(model_path), "version": version,
             "models": reports, "rows_added": int(sum(r["rows_merged"] for r in reports)),
             "n_samples": new.stats_.n_samples, **drift, "drift_deg": _boundary_drift(drift),
@@ -630,7 +651,7 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
     ``out`` unless the whole pass succeeds. Rows given this way are tied to no
     source, so such an output cannot be appended to.
     """
-    model._check_fitted()
+    model.to_state()  # refuses an unfitted model before any work
     arrays = projection_arrays(model, X, y, names)
     n = int(arrays["projection"][0].shape[0])
     ranges = None if source is None else [{"url": str(source), "rows": n, "ranges": [[0, n, 0]]}]
@@ -646,7 +667,10 @@ def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progr
     attrs = outputs.frame_attrs(model, meta, model_path, ranges, n, keep, action)
     with store.output_group(out, overwrite=overwrite, attrs=attrs) as group:
         outputs.write_arrays(group, arrays, model, keep, progress)
-        store.write_output_frame(group, meta or model.to_meta(), model.stats_, model._solution())
+        record = model.to_state()
+        if meta is not None:  # a model read from its directory keeps its version and stamp
+            record = ModelRecord(meta, record.stats, record.solution)
+        store.write_output_frame(group, record)
 
 
 def _source_ranges(srcs):
@@ -695,8 +719,9 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     if mode == "auto" and reproject_above is None:
         reproject_above = DEFAULT_REPROJECT_DEGREES
     with _context(str(model_path)):
-        meta, stats, solution = store.read_model(model_path)
-    model = BoundaryProjector.from_saved(meta, stats, solution)
+        record = store.read_record(model_path)
+    meta = record.meta
+    model = BoundaryProjector.from_state(record)
     with clock("open"):
         srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
@@ -712,7 +737,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             reason = "OUT records no frame or source rows (written by streamproj 0.1 or from memory)"
             drift = float("inf")
         else:
-            frame = BoundaryProjector.from_saved(*state["frame"])
+            frame = BoundaryProjector.from_state(state["frame"])
             drift, reason = _frame_drift(frame, model)
         if reproject_above is not None and drift > reproject_above:
             reason = reason or f"the model moved {drift:.4g}° from OUT's frame (> {reproject_above:g}°)"
@@ -793,7 +818,7 @@ def _append(state, frame, srcs, out, progress, clock):
 # ------------------------------------------------------------------- info
 def model_info(model_path):
     """The JSON-ready description of a saved model."""
-    meta, stats, solution = store.read_model(model_path)
+    meta, stats, solution = store.read_record(model_path)
     info = {k: meta.get(k) for k in ("model_id", "version", "streamproj_version", "saved",
                                      "classes", "counts", "n_features", "n_components",
                                      "summary_detail")}
@@ -846,10 +871,19 @@ def output_info(out, model_path=None):
         except StreamprojError as exc:
             info["model"]["error"] = str(exc)
         else:
-            drift, why = _frame_drift(BoundaryProjector.from_saved(*state["frame"]), current)
+            drift, why = _frame_drift(BoundaryProjector.from_state(state["frame"]), current)
             info["model"].update({"version": current.meta_["version"], "model_id": current.model_id_,
                                   "drift_deg": None if why else drift, "incompatible": why})
     return info
+
+
+def is_output(path):
+    """True when ``path`` holds a streamproj output (a Zarr group) rather than a model directory."""
+    try:
+        store.open_output(path)
+    except StreamprojError:
+        return False
+    return True
 
 
 def model_exists(model_path):
@@ -868,6 +902,29 @@ def _check_job_paths(config):
                              ("[model] path", mod.path), ("[output] path", out.path))
 
 
+def _fit_params(model):
+    """The estimator parameters of a ``[model]`` section, as given."""
+    return {"n_components": model.n_components, "shrinkage": model.shrinkage,
+            "center": model.center, "boundary": model.boundary,
+            "keep_class_scatter": model.keep_class_scatter}
+
+
+def check_config(config):
+    """Check what a job config gives the estimator and the ledger; errors name the file and key.
+
+    The config itself checks only the form of its keys; this runs the
+    estimator's own check (:func:`~streamproj.estimator.check_params`) on the
+    ``[model]`` parameters, whatever the job's mode, before anything is read.
+    """
+    try:
+        check_params(_fit_params(config.model))
+    except InvalidParameterError as exc:
+        where = f"{config.source}: [model] {exc.parameter}"
+        raise exc.relabel(where) from None
+    if config.model.max_age is not None:
+        ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
+
+
 def run_job(config, progress=None, max_summary_memory=None):
     """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project.
 
@@ -875,6 +932,8 @@ def run_job(config, progress=None, max_summary_memory=None):
     ``drift_deg`` and ``alert`` (a message when the boundary moved more than
     ``[run] alert_above_degrees``).
     """
+    check_config(config)
+    check_params({"max_summary_memory": max_summary_memory})  # from the caller, not the config
     clock = _Clock()
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
@@ -890,11 +949,7 @@ def run_job(config, progress=None, max_summary_memory=None):
             mode = "update" if model_exists(mod.path) else "fit"
         with clock("model"):
             if mode == "fit":
-                params = {"n_components": mod.n_components,
-                          "shrinkage": validate_shrinkage(mod.shrinkage),
-                          "center": mod.center, "boundary": mod.boundary,
-                          "keep_class_scatter": mod.keep_class_scatter,
-                          "max_summary_memory": max_summary_memory}
+                params = {**_fit_params(mod), "max_summary_memory": max_summary_memory}
                 steps.append(fit_model(inp.paths, mod.path, params=params,
                                        overwrite=mod.mode == "fit", progress=bool(show),
                                        keep_last=mod.keep_last, max_age=mod.max_age, **common))

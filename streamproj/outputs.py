@@ -16,8 +16,9 @@ import dask.array as da
 import numpy as np
 
 from . import store
-from .passes import as_dask_labels, as_dask_rows, project_blocks, store_projection
+from .passes import project_blocks, store_projection
 from .solvers import scores_to_index
+from .validation import as_dask_labels, as_dask_rows
 
 __all__ = [
     "DECISION_MAX_CLASSES",

@@ -55,8 +55,7 @@ from dask.base import tokenize
 
 from . import store
 from .errors import InputError
-from .passes import DEFAULT_CHUNK_BYTES, as_dask_labels, as_dask_rows
-from .stats import check_matrix
+from .validation import DEFAULT_CHUNK_BYTES, as_dask_labels, as_dask_rows, check_matrix
 
 __all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "open_source", "open_sources"]
 

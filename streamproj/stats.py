@@ -22,6 +22,7 @@ How much scatter is kept is the summary's ``detail``:
 
 import hashlib
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from scipy.linalg import blas
@@ -54,7 +55,7 @@ _FORMAT = "streamproj-classstats"
 _FORMAT_VERSION = 1
 
 
-def check_finite(X, row_offset=0, what="X"):
+def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
     """Raise :class:`BadValuesError` naming the first row of ``X`` holding NaN or inf.
 
     Parameters
@@ -79,7 +80,7 @@ def check_finite(X, row_offset=0, what="X"):
         raise BadValuesError(msg)
 
 
-def check_matrix(X, name="X"):
+def check_matrix(X: Any, name: str = "X") -> None:
     """Raise :class:`InputError` unless ``X`` (anything with shape and dtype) is a 2-D real array."""
     if len(X.shape) != 2:
         msg = f"{name} must be 2-D (rows x features); got shape {tuple(X.shape)}"
@@ -320,14 +321,17 @@ class ClassStats:
 
     @property
     def n_features(self):
+        """Number of features p."""
         return self.within.shape[0]
 
     @property
     def n_classes(self):
+        """Number of classes K."""
         return self.classes.shape[0]
 
     @property
     def n_samples(self):
+        """Rows summarised, all classes together."""
         return int(self.counts.sum())
 
     # ------------------------------------------------------- derived moments
@@ -477,6 +481,7 @@ class ClassStats:
         return self
 
     def copy(self):
+        """An independent copy (arrays not shared)."""
         return ClassStats.from_arrays(self.to_arrays())
 
     # ----------------------------------------------------------- identity
@@ -507,6 +512,7 @@ class ClassStats:
 
     @classmethod
     def from_arrays(cls, arrays):
+        """The summary :meth:`to_arrays` gave (as stored in ``stats.npz``)."""
         fmt = str(arrays.get("format", ""))
         if fmt != _FORMAT:
             msg = f"not a streamproj ClassStats (format {fmt!r}, expected {_FORMAT!r})"

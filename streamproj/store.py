@@ -68,7 +68,9 @@ import numpy as np
 import zarr
 
 from .errors import InputError, ModelError, OutputExistsError, StorageError, StreamprojError
-from .stats import ClassStats, check_matrix
+from .record import ModelRecord
+from .stats import ClassStats
+from .validation import check_matrix
 
 __all__ = [
     "MODEL_FORMAT",
@@ -86,6 +88,7 @@ __all__ = [
     "read_boundary",
     "read_model",
     "read_output_frame",
+    "read_record",
     "read_summaries",
     "storage_errors",
     "storage_options",
@@ -95,6 +98,7 @@ __all__ = [
     "write_coordinate",
     "write_model",
     "write_output_frame",
+    "write_record",
 ]
 
 MODEL_FORMAT = "streamproj-model"
@@ -152,7 +156,7 @@ def _inside(a, b):
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
-def check_disjoint(*named):
+def check_disjoint(*named: tuple[str, object]) -> None:
     """Refuse when two of the named locations overlap (equal, or one inside the other).
 
     Parameters
@@ -160,9 +164,9 @@ def check_disjoint(*named):
     named : (str, str or None)
         ``(role, location)`` pairs, e.g. ``("input", "data.zarr")``; None is skipped.
     """
-    named = [(role, url) for role, url in named if url is not None]
-    for i, (role_a, a) in enumerate(named):
-        for role_b, b in named[i + 1 :]:
+    given = [(role, url) for role, url in named if url is not None]
+    for i, (role_a, a) in enumerate(given):
+        for role_b, b in given[i + 1 :]:
             if _inside(a, b) or _inside(b, a):
                 relation = "is" if normalise(a) == normalise(b) else (
                     "is inside" if _inside(a, b) else "contains")
@@ -945,13 +949,16 @@ class _WriteGuard:
             self._cond.wait_for(lambda: self._active == 0, timeout=timeout)
 
 
-_GUARDS = {}
+_GUARDS: dict[int, "_WriteGuard"] = {}
 
 
 class _GuardedArray:
     """A Zarr array whose writes are counted by a :class:`_WriteGuard` (in this process)."""
 
     def __init__(self, array, guard):
+        self._bind(array, guard)
+
+    def _bind(self, array, guard):
         self.array, self.guard = array, guard
         self.shape, self.dtype, self.ndim, self.chunks = array.shape, array.dtype, array.ndim, array.chunks
 
@@ -969,7 +976,7 @@ class _GuardedArray:
         return {"array": self.array, "guard": None}
 
     def __setstate__(self, state):
-        self.__init__(state["array"], state["guard"])
+        self._bind(state["array"], state["guard"])
 
 
 def create_output_array(group, name, shape, chunks, dtype, dims, attrs=None):
@@ -1215,6 +1222,12 @@ def write_model(path, meta, stats, solution, base=None, summaries=None):
         return _write_local_model(_real(path), path, meta, stats, solution, base, summaries)
 
 
+def write_record(path, record, base=None, summaries=None):
+    """:func:`write_model` of a :class:`~streamproj.record.ModelRecord`, stamped ``saved`` now."""
+    return write_model(path, {**record.meta, "saved": timestamp()}, record.stats, record.solution,
+                       base=base, summaries=summaries)
+
+
 def _write_local_model(path, typed, meta, stats, solution, base, summaries=None):
     if path.exists() and not path.is_dir():
         msg = f"{typed} exists and is not a model directory"
@@ -1437,6 +1450,11 @@ def read_model(path):
     return meta, stats, solution
 
 
+def read_record(path):
+    """The live version of a model directory as a :class:`~streamproj.record.ModelRecord`."""
+    return ModelRecord(*read_model(path))
+
+
 def read_summaries(path, version=None):
     """The per-source summaries of a model's live version: ``{source id: ClassStats}``.
 
@@ -1450,7 +1468,7 @@ def read_summaries(path, version=None):
     if "summaries.npz" not in files:
         return {}
     where = f"{str(path).rstrip('/')}/{current}/summaries.npz"
-    grouped = {}
+    grouped: dict[str, dict[str, np.ndarray]] = {}
     for key, arr in _npz(files["summaries.npz"], where).items():
         sid, _, name = key.partition("__")
         grouped.setdefault(sid, {})[name] = arr
@@ -1465,13 +1483,17 @@ def read_summaries(path, version=None):
 _FRAME = "frame"
 
 
-def write_output_frame(group, meta, stats, solution):
+def write_output_frame(group, record):
     """Store the model an output was projected with in its ``frame`` subgroup.
 
-    The model's files are kept byte for byte (``model.json`` as attributes,
-    the two NPZ files as uint8 arrays), so the output's frame can be rebuilt
-    exactly long after the model directory has moved on.
+    ``record`` is a :class:`~streamproj.record.ModelRecord` (``saved`` is
+    stamped now when it has none). The model's files are kept byte for byte
+    (``model.json`` as attributes, the two NPZ files as uint8 arrays), so the
+    output's frame can be rebuilt exactly long after the model directory has
+    moved on.
     """
+    meta, stats, solution = record
+    meta.setdefault("saved", timestamp())
     frame = group.create_group(_FRAME, attributes={"model": json.loads(
         json.dumps(meta, default=_json_default))})
     for name, data in (("stats", _npz_bytes(stats.to_arrays())), ("solution", _npz_bytes(solution))):
@@ -1482,7 +1504,10 @@ def write_output_frame(group, meta, stats, solution):
 
 
 def read_output_frame(group, where="OUT"):
-    """``(meta, stats, solution)`` of the model an output was written with; None for 0.1 outputs."""
+    """The :class:`~streamproj.record.ModelRecord` an output was written with; None for 0.1 outputs.
+
+    It unpacks as ``meta, stats, solution``.
+    """
     if _FRAME not in group:
         return None
     try:
@@ -1497,4 +1522,4 @@ def read_output_frame(group, where="OUT"):
             raise
         msg = f"{where}/frame is damaged ({type(exc).__name__}: {_short(exc)}); rewrite the output"
         raise InputError(msg) from None
-    return meta, stats, solution
+    return ModelRecord(meta, stats, solution)

@@ -106,15 +106,6 @@ def _table():
 
 TABLE = _table()
 
-# where the code breaks the table (each is an item of issue 13)
-TABLE_BROKEN = {
-    "cli": "cli imports cluster, solvers and store: it starts clusters, validates shrinkage and "
-           "reads models itself instead of passing raw values to jobs",
-    "config": "config validates shrinkage with solvers; parameters should be validated in one "
-              "place and config only re-label the error with the file and key",
-    "sources": "sources takes as_dask_rows/DEFAULT_CHUNK_BYTES from passes and check_matrix "
-               "from stats; chunking and input checks belong in validation",
-}
 
 
 def test_the_table_covers_every_module():
@@ -123,11 +114,7 @@ def test_the_table_covers_every_module():
     assert {"stats", "solvers", "store", "cli", "jobs"} <= set(TABLE)
 
 
-@pytest.mark.parametrize("unit", [
-    pytest.param(u, marks=pytest.mark.xfail(strict=True, reason=TABLE_BROKEN[u]))
-    if u in TABLE_BROKEN else u
-    for u in sorted({_unit(name) for name in MODULES})
-])
+@pytest.mark.parametrize("unit", sorted({_unit(name) for name in MODULES}))
 def test_modules_import_only_what_their_row_allows(unit):
     used = set()
     for name, path in MODULES.items():
@@ -159,8 +146,6 @@ def test_imports_are_found_anywhere_and_resolved(tmp_path):
     assert _internal_of(module, "streamproj.stats") == {"store", "jobs"}
 
 
-@pytest.mark.xfail(strict=True, reason="store takes check_matrix (input validation) from stats; "
-                                       "it belongs in validation")
 def test_store_takes_only_classstats_from_the_math():
     taken = set()
     for _, target, names in _imports(MODULES["streamproj.store"]):
@@ -179,27 +164,11 @@ def test_nothing_imports_the_command_line():
     assert importers == []
 
 
-PACKAGE_IMPORTERS = {
-    "streamproj.cli": "cli reads __version__ from the package",
-    "streamproj.estimator": "estimator imports streamproj for __version__ (the back-up import)",
-}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=PACKAGE_IMPORTERS[n]))
-    if n in PACKAGE_IMPORTERS else n
-    for n in sorted(MODULES) if n != "streamproj"
-])
+@pytest.mark.parametrize("name", [n for n in sorted(MODULES) if n != "streamproj"])
 def test_no_module_imports_the_package_itself(name):
     hits = [t for _, t, names in _imports(MODULES[name])
             if t == "streamproj" and not (names and all(n in MODULES for n in names))]
     assert hits == [], "read the version from streamproj._version"
-
-
-ARGUMENT_PARSERS = {
-    "streamproj.demo": "demo registers its own subcommand (add_demo_parser)",
-    "streamproj.plot": "plot registers its own subcommand (add_plot_parser)",
-}
 
 
 def _parses_arguments(path):
@@ -215,11 +184,7 @@ def _parses_arguments(path):
     return False
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ARGUMENT_PARSERS[n]))
-    if n in ARGUMENT_PARSERS else n
-    for n in sorted(MODULES) if n != "streamproj.cli"
-])
+@pytest.mark.parametrize("name", [n for n in sorted(MODULES) if n != "streamproj.cli"])
 def test_only_the_command_line_parses_arguments(name):
     assert not _parses_arguments(MODULES[name])
 

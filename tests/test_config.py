@@ -5,6 +5,7 @@ import pytest
 from streamproj.cluster import slurm_cluster
 from streamproj.config import load_config
 from streamproj.errors import InputError
+from streamproj.jobs import check_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -74,23 +75,40 @@ def test_slurm_section_builds_a_jobqueue_script():
     assert "#SBATCH --exclusive" in script
     assert "#SBATCH --cpus-per-task=8" in script
     assert "#SBATCH -t 01:00:00" in script
-    assert "--nthreads 8" in script and "--memory-limit 29.80GiB" in script  # 32 GB
+    assert "--nthreads 8" in script
+    assert "--memory-limit 29.80GiB" in script
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = 1.5\n',
      r"\[model\] shrinkage must be None, 'auto', 'oas' or a float in \[0, 1\]; got 1.5"),
     ('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = "lots"\n', r"\[model\] shrinkage must be"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\ncenter = "median"\n',
+     r"\[model\] center must be one of 'mean', 'hyperplane'; got 'median'"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\nn_components = 0\n',
+     r"\[model\] n_components must be a whole number of at least 1; got 0"),
     ('[input]\npath = "d"\n[model]\npath = "m"\n[dask]\ntimeout = -1\n', r"\[dask\] timeout must be a positive"),
     ('[input]\npath = "d"\nallow_missing_chunks = "yes"\n[model]\npath = "m"\n',
      r"\[input\] allow_missing_chunks must be true or false"),
 ])
 def test_bad_values_name_the_file_and_key(tmp_path, text, message):
+    # the config checks the form of its keys; the estimator checks its parameters when the
+    # job starts (check_config), and the error names the file and key either way
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(InputError, match=message) as exc:
-        load_config(path)
+        check_config(load_config(path))
     assert str(exc.value).startswith(str(path))
+
+
+def test_estimator_parameters_pass_through_as_given(tmp_path):
+    path = tmp_path / "j.toml"
+    path.write_text('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = "lots"\n')
+    assert load_config(path).model.shrinkage == "lots"  # raw: only the estimator judges it
+    path.write_text('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = "0.25"\n')
+    assert load_config(path).model.shrinkage == 0.25
+    path.write_text('[input]\npath = "d"\n[model]\npath = "m"\n')
+    assert load_config(path).model.shrinkage is None
 
 
 def test_dask_timeout_and_missing_chunks_options(tmp_path):
@@ -98,7 +116,8 @@ def test_dask_timeout_and_missing_chunks_options(tmp_path):
     path.write_text('[input]\npath = "d"\nallow_missing_chunks = true\n[model]\npath = "m"\n'
                     '[dask]\nscheduler = "tcp://127.0.0.1:8786"\ntimeout = 30\n')
     config = load_config(path)
-    assert config.dask.timeout == 30 and config.input.allow_missing_chunks is True
+    assert config.dask.timeout == 30
+    assert config.input.allow_missing_chunks is True
 
 
 def test_incremental_keys(tmp_path):
@@ -133,5 +152,5 @@ def test_bad_incremental_keys_name_the_key(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(InputError, match=message) as exc:
-        load_config(path)
+        check_config(load_config(path))
     assert str(exc.value).startswith(str(path))

@@ -28,7 +28,8 @@ def test_two_classes_agree_with_sklearn_lda(shrinkage):
     X, y = make_classes(n=1500, p=8, seed=11)
     m = sp.BoundaryProjector(shrinkage=shrinkage, chunk_rows=211).fit(X, y)
     ref = LinearDiscriminantAnalysis(solver="eigen", shrinkage=shrinkage).fit(X, y)
-    assert m.coef_.shape == (1, 8) and m.intercept_.shape == (1,)
+    assert m.coef_.shape == (1, 8)
+    assert m.intercept_.shape == (1,)
     assert rel(m.coef_, ref.coef_) <= 1e-8
     assert rel(m.intercept_, ref.intercept_) <= 1e-8
     assert rel(m.decision_function(X), ref.decision_function(X)) <= 1e-8
@@ -190,7 +191,8 @@ def test_transform_of_dask_stays_lazy(coin):
     m = sp.BoundaryProjector().fit(X, y)
     Xd = da.from_array(X, chunks=(333, -1))
     Z = m.transform(Xd)
-    assert isinstance(Z, da.Array) and Z.chunks[0] == Xd.chunks[0]
+    assert isinstance(Z, da.Array)
+    assert Z.chunks[0] == Xd.chunks[0]
     np.testing.assert_allclose(Z.compute(), m.transform(X), rtol=1e-13, atol=1e-13)
     assert isinstance(m.decision_function(Xd), da.Array)
     np.testing.assert_array_equal(m.predict(Xd).compute(), m.predict(X))
@@ -307,7 +309,8 @@ def test_scikit_learn_clone_and_set_params(coin):
     X, y = coin
     m = sp.BoundaryProjector(n_components=3, shrinkage=0.1).fit(X, y)
     copy = clone(m)
-    assert copy.get_params() == m.get_params() and not hasattr(copy, "components_")
+    assert copy.get_params() == m.get_params()
+    assert not hasattr(copy, "components_")
     assert copy.set_params(center="hyperplane").center == "hyperplane"
     with pytest.raises(InputError, match="unknown parameter 'centre'; valid: bfloat16, boundary, center"):
         copy.set_params(centre="mean")

@@ -322,7 +322,8 @@ def test_boolean_labels_give_boolean_classes():
     y = X[:, 0] + 0.3 * rng.normal(size=500) > 0
     m = sp.BoundaryProjector().fit(X, y)
     ref = LinearDiscriminantAnalysis(solver="eigen").fit(X, y)
-    assert m.classes_.dtype == bool and m.classes_.tolist() == [False, True]
+    assert m.classes_.dtype == bool
+    assert m.classes_.tolist() == [False, True]
     assert m.predict(X).dtype == bool
     np.testing.assert_array_equal(m.predict(X), ref.predict(X))
     assert rel_err(m.coef_, ref.coef_) <= 1e-8
@@ -381,7 +382,8 @@ def test_signed_and_unsigned_integer_summaries_merge_exactly():
     a = ClassStats.from_rows(X[:4], np.array([0, 1, 0, 1], dtype=np.int64))
     b = ClassStats.from_rows(X[4:], np.array([1, 2**63 + 2, 1, 2**63 + 2], dtype=np.uint64))
     s = a + b
-    assert s.classes.dtype == np.uint64 and s.classes.tolist() == [0, 1, 2**63 + 2]
+    assert s.classes.dtype == np.uint64
+    assert s.classes.tolist() == [0, 1, 2**63 + 2]
     np.testing.assert_array_equal(s.counts, [2, 4, 2])
 
 

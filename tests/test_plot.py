@@ -49,7 +49,8 @@ def test_one_pass_counts_every_row_reading_one_chunk_at_a_time():
     s = PictureSummary(cm, limits, [(0, 1), (0, 2)], {(0, 1): (30, 20), (0, 2): (30, 40)},
                        margin_bins=50, binary=None)
     stream(Blocks({"z": zc, "label": yc}), s.add)
-    assert zc.largest_read <= 1000 and yc.largest_read <= 1000
+    assert zc.largest_read <= 1000
+    assert yc.largest_read <= 1000
     for (i, j), bins in [((0, 1), (30, 20)), ((0, 2), (30, 40))]:
         xe = np.linspace(*limits[i], bins[0] + 1)
         ye = np.linspace(*limits[j], bins[1] + 1)
@@ -99,8 +100,10 @@ def test_robust_limits_ignore_outliers():
     v = rng.normal(size=(100_000, 2))
     v[:20] = 1e6  # 0.02 % wild rows
     lim = robust_limits(v, tail=0.001, pad=0.05)
-    assert np.all(lim[:, 0] > -4) and np.all(lim[:, 1] < 4)
-    assert np.all(lim[:, 0] < -3) and np.all(lim[:, 1] > 3)
+    assert np.all(lim[:, 0] > -4)
+    assert np.all(lim[:, 1] < 4)
+    assert np.all(lim[:, 0] < -3)
+    assert np.all(lim[:, 1] > 3)
     v[20:40, 1] = np.nan  # rows with a NaN are left out of the sample
     both = robust_limits_each(v, [(1e-4, 0.2), (0.001, 0.05)])
     np.testing.assert_array_equal(both[0], robust_limits(v, tail=1e-4, pad=0.2))
@@ -209,13 +212,17 @@ def test_legend_and_notes_lie_inside_the_figure_and_outside_the_data(projected):
     fig.canvas.draw()
     fbox = fig.bbox
     legend = fig.legends[0].get_window_extent()
-    assert fbox.x0 <= legend.x0 and legend.x1 <= fbox.x1 and fbox.y0 <= legend.y0 and legend.y1 <= fbox.y1
+    assert fbox.x0 <= legend.x0
+    assert legend.x1 <= fbox.x1
+    assert fbox.y0 <= legend.y0
+    assert legend.y1 <= fbox.y1
     for ax in fig.axes:
         if ax.images and ax in fig.streamproj_axes:
             assert not legend.overlaps(ax.get_window_extent())
     for text in fig.texts:
         tb = text.get_window_extent()
-        assert fbox.x0 <= tb.x0 and tb.x1 <= fbox.x1 + 1
+        assert fbox.x0 <= tb.x0
+        assert tb.x1 <= fbox.x1 + 1
         for ax in fig.streamproj_axes:
             assert not tb.overlaps(ax.get_window_extent())
     notes = " ".join(t.get_text() for t in fig.texts)
@@ -245,7 +252,8 @@ def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     assert ("z[0]", "z[2]") in labels or ("", "z[2]") in labels
     fig = plot_projection(m, X, y, axes=(0, 2))
     (ax,) = fig.streamproj_axes
-    assert ax.get_xlabel().startswith("z[0]") and ax.get_ylabel().startswith("z[2]")
+    assert ax.get_xlabel().startswith("z[0]")
+    assert ax.get_ylabel().startswith("z[2]")
     with pytest.raises(InputError, match="axes must be two different axes"):
         plot_projection(m, X, y, axes=(0, 5))
 
@@ -270,7 +278,8 @@ def test_plot_projection_streams_dask_and_takes_pandas_labels():
     fig = plot_projection(m, Xd, pd.Series(y), data_name="my rows")
     assert counting.largest_read <= 1000
     s = fig.streamproj_summary
-    assert s.n == 8000 and s.labelled == 8000
+    assert s.n == 8000
+    assert s.labelled == 8000
     assert abs(s.correct / s.labelled - m.score(X, y)) < 1e-12
     assert "my rows" in fig.texts[0].get_text() or "my rows" in fig._suptitle.get_text()
 
@@ -297,13 +306,18 @@ def test_plot_command_html_and_errors(projected, tmp_path, capsys):
     d = projected
     assert main(["plot", str(d / "o.zarr"), "--output", str(d / "v.html")]) == 0
     page = (d / "v.html").read_text()
-    assert "<script src" not in page and "http://" not in page and "https://" not in page
+    assert "<script src" not in page
+    assert "http://" not in page
+    assert "https://" not in page
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--compare-pca"])
-    assert code == 2 and "need the model" in capsys.readouterr().err
+    assert code == 2
+    assert "need the model" in capsys.readouterr().err
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "0"])
-    assert code == 2 and "--axes must be two numbers" in capsys.readouterr().err
+    assert code == 2
+    assert "--axes must be two numbers" in capsys.readouterr().err
     code = main(["plot", str(tmp_path / "nothing.zarr"), "--output", str(d / "g.png")])
-    assert code == 2 and "no such input" in capsys.readouterr().err
+    assert code == 2
+    assert "no such input" in capsys.readouterr().err
     assert not (d / "g.png").exists()
 
 

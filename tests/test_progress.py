@@ -9,7 +9,8 @@ from conftest import make_classes
 
 from streamproj import progress
 from streamproj.errors import BadValuesError
-from streamproj.passes import accumulate, as_dask_rows, project_blocks, store_projection
+from streamproj.passes import accumulate, project_blocks, store_projection
+from streamproj.validation import as_dask_rows
 
 
 class FakeBar:

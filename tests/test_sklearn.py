@@ -111,7 +111,8 @@ def test_pipeline_cross_validation_grid_search_clone_pickle():
     assert search.best_score_ >= scores.mean() - 1e-12
     fitted = pipe[-1]
     copy = clone(fitted)
-    assert copy.get_params() == fitted.get_params() and not hasattr(copy, "components_")
+    assert copy.get_params() == fitted.get_params()
+    assert not hasattr(copy, "components_")
     back = pickle.loads(pickle.dumps(pipe))
     np.testing.assert_array_equal(back.transform(X), Z)
     np.testing.assert_array_equal(back.predict_proba(X), pipe.predict_proba(X))
@@ -123,7 +124,8 @@ def test_a_fitted_classifier_as_boundary_survives_cloning():
     clf = LogisticRegression(max_iter=500).fit(X, y)
     m = sp.BoundaryProjector(boundary=clf)
     copy = clone(m)
-    assert copy.boundary is clf and hasattr(copy.boundary, "coef_")
+    assert copy.boundary is clf
+    assert hasattr(copy.boundary, "coef_")
     scores = cross_val_score(m, X, y, cv=3)
     np.testing.assert_allclose(scores, [clf.score(X[test], y[test]) for _, test in
                                         StratifiedKFold(3).split(X, y)])
@@ -198,7 +200,8 @@ def test_set_output(kind):
         assert out.index.equals(df.index)
         # lazy input stays lazy: a dask DataFrame with the same names and index
         lazy = m.transform(dd.from_pandas(df, npartitions=4))
-        assert isinstance(lazy, dd.DataFrame) and list(lazy.columns) == ["boundary", "pc1", "pc2"]
+        assert isinstance(lazy, dd.DataFrame)
+        assert list(lazy.columns) == ["boundary", "pc1", "pc2"]
         pd.testing.assert_frame_equal(lazy.compute(), out)
     else:
         assert isinstance(out, pl.DataFrame)
@@ -385,7 +388,8 @@ def test_partial_fit_on_class_sorted_chunks(declare):
             P = m.predict_proba(X)
             assert P.shape == (len(X), 2 + declare)
             if declare:  # a declared class without rows has probability 0
-                assert (P[:, 2] == 0).all() and np.isneginf(m.predict_log_proba(X)[:, 2]).all()
+                assert (P[:, 2] == 0).all()
+                assert np.isneginf(m.predict_log_proba(X)[:, 2]).all()
             assert set(m.predict(X)) <= {0, 1}
     assert_same_model(m, ref)
     np.testing.assert_array_equal(m.classes_, ref.classes_)

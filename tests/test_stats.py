@@ -118,7 +118,8 @@ def test_total_moments_from_class_moments():
 def test_float32_input_is_summarised_in_float64():
     X, y = make_classes(n=300, p=3, seed=8, dtype=np.float32, offset=1e4)
     s = ClassStats.from_rows(X, y)
-    assert s.means.dtype == np.float64 and s.within.dtype == np.float64
+    assert s.means.dtype == np.float64
+    assert s.within.dtype == np.float64
     ref = exact_moments(X.astype(np.float64), y)
     assert rel(s.within, ref["m2"].sum(0)) < 1e-10
 

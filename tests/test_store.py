@@ -130,7 +130,9 @@ def test_run_config_overlap_names_the_file_and_keys(setup, capsys, tmp_path):
     config.write_text('[input]\npath = "d.zarr"\n[model]\npath = "m"\n'
                       '[output]\npath = "d.zarr"\noverwrite = true\n')
     line = refused(capsys, tmp_path, "run", config, match="must not overlap")
-    assert "job.toml" in line and "[input] path" in line and "[output] path" in line
+    assert "job.toml" in line
+    assert "[input] path" in line
+    assert "[output] path" in line
 
 
 # ----------------------------------------------------- 5. lock on the real path
@@ -155,7 +157,8 @@ def test_updates_through_a_symlink_and_the_path_lose_no_batch(tmp_path):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
     assert sp.load(tmp_path / "m").stats_.n_samples == 900
-    assert not (tmp_path / ".m.lock").exists() and not (tmp_path / ".link.lock").exists()
+    assert not (tmp_path / ".m.lock").exists()
+    assert not (tmp_path / ".link.lock").exists()
 
 
 # ------------------------------------------------------ 6. orphans and CURRENT
@@ -334,7 +337,9 @@ def test_unwritable_places_say_which_path(setup, capsys, tmp_path, monkeypatch, 
                          "output")):
         assert run(*argv) == 2
         line = one_error_line(capsys)
-        assert f"cannot write {where}" in line and os.strerror(code) in line and str(d) in line, line
+        assert f"cannot write {where}" in line, line
+        assert os.strerror(code) in line, line
+        assert str(d) in line, line
         assert tree(tmp_path) == local_before
 
 
@@ -366,7 +371,9 @@ def test_slurm_config_without_slurm_is_one_quick_line(capsys, monkeypatch, tmp_p
     config = Path(__file__).resolve().parents[1] / "configs" / "slurm.toml"
     assert run("run", config) == 2
     line = one_error_line(capsys)
-    assert "slurm.toml" in line and "SLURM is not installed" in line and "sbatch" in line
+    assert "slurm.toml" in line
+    assert "SLURM is not installed" in line
+    assert "sbatch" in line
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002])

@@ -40,7 +40,9 @@ def test_pyramid_counts_every_cell_exactly_and_levels_sum_up():
                                                          np.linspace(y0, y1, gy + 1)))[0]
         np.testing.assert_array_equal(p.counts[k], ref)
     levels = p.levels()
-    assert len(levels) == 4 and levels[0].shape[1:] == (8, 8) and levels[-1].shape[1:] == (64, 64)
+    assert len(levels) == 4
+    assert levels[0].shape[1:] == (8, 8)
+    assert levels[-1].shape[1:] == (64, 64)
     for lv in levels:
         np.testing.assert_array_equal(lv.sum(axis=(1, 2)), p.counts.sum(axis=(1, 2)))
     assert p.outside == np.count_nonzero(~inside)
@@ -119,9 +121,11 @@ def test_view_from_python_and_jupyter(tmp_path):
     X, y = make_classes(n=5000, p=4, k=3, seed=2)
     m = sp.BoundaryProjector().fit(X, y)
     v = view_projection(m, X, y)
-    assert isinstance(v, View) and v.stored_levels >= 8
+    assert isinstance(v, View)
+    assert v.stored_levels >= 8
     frame = v._repr_html_()
-    assert frame.startswith("<iframe srcdoc=") and "&lt;canvas" in frame
+    assert frame.startswith("<iframe srcdoc=")
+    assert "&lt;canvas" in frame
     assert v.save(tmp_path / "v.html") == tmp_path / "v.html"
 
 
@@ -191,7 +195,9 @@ def test_browser_page_loads_without_errors_and_draws(page_of, two_class_view):
     page, problems = page_of(two_class_view)
     px = page.evaluate(PIXELS)
     assert problems == []
-    assert px["ink"] > 5000 and px["orange"] > 500 and px["blue"] > 500
+    assert px["ink"] > 5000
+    assert px["orange"] > 500
+    assert px["blue"] > 500
 
 
 def test_browser_zoom_changes_the_view(page_of, two_class_view):
@@ -213,7 +219,8 @@ def test_browser_hiding_a_class_removes_its_colour(page_of, two_class_view):
     assert page.evaluate(PIXELS)["orange"] > 500
     page.click('#sp-legend li[data-bucket="1"]')
     px = page.evaluate(PIXELS)
-    assert px["orange"] == 0 and px["blue"] > 500
+    assert px["orange"] == 0
+    assert px["blue"] > 500
     page.click('#sp-legend li[data-bucket="1"]')
     assert page.evaluate(PIXELS)["orange"] > 500
     assert problems == []
@@ -235,4 +242,5 @@ def test_browser_hover_shows_the_pyramids_counts(page_of, two_class_view):
         assert shown == truth[: len(shown)].tolist()
         assert hover["counts"] == truth.tolist()
         checked += sum(shown)
-    assert checked > 0 and problems == []
+    assert checked > 0
+    assert problems == []

@@ -21,11 +21,12 @@ from .reading import coordinates
 
 __all__ = [
     "PALETTE",
-    "add_plot_parser",
+    "check_figure",
     "coordinates",
     "draw_output",
     "plot_output",
     "plot_projection",
+    "plot_stored",
     "projection_scores",
     "view_output",
     "view_projection",
@@ -147,53 +148,48 @@ def view_projection(model, X, y=None, *, axes=None, top=8, data_name="data", **o
     return build_view(model_source(model, X, y, data_name), axes=axes, top=top, **options)
 
 
-# ----------------------------------------------------------------- command line
-def _parse_pair(text, flag):
-    try:
-        pair = tuple(int(v) for v in text.replace("x", ",").split(","))
-        if len(pair) != 2:
-            raise ValueError
-    except ValueError:
-        msg = f"{flag} must be two numbers, e.g. {'0,2' if flag == '--axes' else '1400x650'}; got {text!r}"
-        raise InputError(msg) from None
-    return pair
+def plot_stored(out, figure, model_path=None, **options):
+    """:func:`plot_output` with the model read from its directory (when one is given).
 
-
-def add_plot_parser(sub, common):
-    p = sub.add_parser("plot", help="draw a projection (OUT) to a PNG, or an interactive HTML view")
-    p.add_argument("out", metavar="OUT", help="Zarr group written by 'streamproj project'")
-    p.add_argument("--output", required=True, metavar="FIG.png|VIEW.html")
-    p.add_argument("--model", metavar="MODEL", help="model directory (for --compare-pca and --qda)")
-    p.add_argument("--compare-pca", nargs="?", const="raw", choices=["raw", "standardized", "both"],
-                   help="add ordinary PCA of the input rows: features as given (raw, the default), "
-                        "standardized, or both")
-    p.add_argument("--qda", action="store_true", help="draw where the QDA boundary crosses the plane")
-    p.add_argument("--input", metavar="INPUT", help="input rows for --compare-pca (default: OUT's source)")
-    p.add_argument("--axes", metavar="I,J", help="draw axes I and J (default 0,1; a grid when d >= 3)")
-    p.add_argument("--stretch", action="store_true",
-                   help="fill the panels instead of equal aspect (the figure says so)")
-    p.add_argument("--top", type=int, default=8, metavar="N",
-                   help="colour the N largest classes, the rest grey as 'other' (default 8)")
-    p.add_argument("--size", metavar="WxH", help="PNG size in pixels (default: fitted to the data)")
-    common(p)
-    p.set_defaults(func=_plot_command)
-
-
-def _plot_command(args):
+    The HTML view takes only ``axes`` and ``top`` and no model. Returns the figure's path.
+    """
+    if str(figure).lower().endswith((".html", ".htm")):
+        return plot_output(out, figure, axes=options.get("axes"), top=options.get("top", 8))
     from ..estimator import load
 
-    size = _parse_pair(args.size, "--size") if args.size else None
-    if size and min(size) < 100:
-        msg = f"--size must be WIDTHxHEIGHT in pixels, each >= 100; got {args.size!r}"
+    model = load(model_path) if model_path else None
+    return plot_output(out, figure, model, **options)
+
+
+# What an image file matplotlib writes starts with; plot replaces no other file.
+_IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"\xff\xd8\xff", b"%!PS", b"II*\x00", b"MM\x00*")
+
+
+def check_figure(figure, out, model_path=None):
+    """Refuse a figure path that is not local, overlaps OUT or the model, or is not an image.
+
+    Its folder is made (as fit makes its model's folder); nothing else is touched.
+    """
+    from pathlib import Path
+
+    from .. import store
+    from ..errors import OutputExistsError
+
+    if not store.is_local(figure):
+        msg = (f"plot --output {figure}: figures are written to local files only; write it "
+               "locally and upload it (streamproj.store.write_bytes does it in Python)")
         raise InputError(msg)
-    axes = _parse_pair(args.axes, "--axes") if args.axes else None
-    if args.top < 1:
-        msg = f"--top must be at least 1; got {args.top}"
-        raise InputError(msg)
-    if str(args.output).lower().endswith((".html", ".htm")):
-        plot_output(args.out, args.output, axes=axes, top=args.top)
-    else:
-        model = load(args.model) if args.model else None
-        plot_output(args.out, args.output, model, axes=axes, stretch=args.stretch, top=args.top,
-                    compare_pca=args.compare_pca, qda=args.qda, input_url=args.input, size=size)
-    print(f"wrote {args.output}")
+    store.check_disjoint(("projection", out), ("model", model_path), ("figure", figure))
+    path = Path(figure).expanduser()
+    if path.is_dir():
+        msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
+        raise OutputExistsError(msg)
+    if path.exists():
+        with open(path, "rb") as f:
+            head = f.read(8)
+        if head and not head.startswith(_IMAGE_MAGIC):
+            msg = (f"plot --output {figure} exists and is not an image; it was left untouched: "
+                   "choose another file name")
+            raise OutputExistsError(msg)
+    with store.storage_errors(f"figure {figure}"):
+        path.parent.mkdir(parents=True, exist_ok=True)

@@ -86,6 +86,7 @@ class Panel:
 
     @property
     def spans(self):
+        """Width and height of the plotted limits."""
         (x0, x1), (y0, y1) = self.limits
         return x1 - x0, y1 - y0
 
@@ -275,7 +276,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                        0.13 / fig_h], vmax, cell)
     fig.text(0.5 / fig_w, 0.1 / fig_h, "\n".join(text), ha="left", va="bottom", fontsize=8.5,
              color="#222222", linespacing=1.35)
-    fig.streamproj_axes = main_axes  # for tests and callers: the data axes, in drawing order
+    fig.streamproj_axes = main_axes  # type: ignore[attr-defined]  # for tests and callers: the data axes, in drawing order
     return fig
 
 

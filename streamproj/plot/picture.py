@@ -7,6 +7,7 @@ drawing works on those sums only (:mod:`.figure`).
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -62,8 +63,8 @@ def _axis_names(d, coef_rows, n_classes):
 def output_source(out):
     """A :class:`Source` over a projection written by ``streamproj project``."""
     group = out if isinstance(out, zarr.Group) else store.open_output(out)
-    attrs = group.attrs.asdict()
-    meta = attrs.get("streamproj", {})
+    attrs: dict[str, Any] = group.attrs.asdict()
+    meta: dict[str, Any] = attrs.get("streamproj", {})
     z = coordinates(group, str(out))
     arrays = {"z": z}
     if "y" in group:
@@ -91,7 +92,7 @@ def output_source(out):
 
 
 def _as_rows(values):
-    """numpy or dask from whatever a model returns (dask/pandas/polars frames included)."""
+    """A numpy or dask array from whatever a model returns (dask/pandas/polars frames included)."""
     if isinstance(values, da.Array):
         return values
     if hasattr(values, "to_dask_array"):
@@ -140,7 +141,7 @@ def _bins(limits, pairs, n, stretch, resolution):
     # about eight rows per cell on average: finer cells would show sampling noise, not density
     res = int(np.clip(np.sqrt(max(n, 1) / 8), 50, resolution))
     if stretch:
-        return {p: (res, res) for p in pairs}
+        return dict.fromkeys(pairs, (res, res))
     used = sorted({a for p in pairs for a in p})
     cell = max(limits[a, 1] - limits[a, 0] for a in used) / res
     return {p: tuple(int(max(8, np.ceil((limits[a, 1] - limits[a, 0]) / cell))) for a in p)
@@ -178,8 +179,9 @@ def _boundary_drawer(source, i, j, qda_model):
 
 def _regions(ax, limits, scores, color, style):
     """Outline where the winning class changes, on a grid over the plane."""
-    gx = np.linspace(*limits[0], 300)
-    gy = np.linspace(*limits[1], 300)
+    (x0, x1), (y0, y1) = limits
+    gx = np.linspace(x0, x1, 300)
+    gy = np.linspace(y0, y1, 300)
     mx, my = np.meshgrid(gx, gy)
     s = scores(np.column_stack([mx.ravel(), my.ravel()]))
     winner = (s.argmax(axis=1) if s.ndim == 2 else (s > 0)).reshape(mx.shape).astype(float)

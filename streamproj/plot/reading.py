@@ -12,6 +12,7 @@ import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import dask
 import dask.array as da
@@ -96,7 +97,7 @@ class Blocks:
         """Block ``i`` of the named arrays (all by default) as numpy arrays."""
         names = list(names or self.arrays)
         # one read per distinct array: ``label`` is usually ``y`` itself
-        first = {}
+        first: dict[int, Any] = {}
         for k in names:
             first.setdefault(id(self.arrays[k]), k)
         distinct = list(first.values())

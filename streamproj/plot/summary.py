@@ -100,6 +100,7 @@ class PictureSummary:
 
     @property
     def n(self):
+        """Rows summed so far."""
         return int(self.rows.sum())
 
     def add(self, block, _start=0):

@@ -61,7 +61,8 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         packed = list(pool.map(_pack, levels))
         points_blobs = list(pool.map(_deflate64, raw))
-    encoded, used = [], 0
+    encoded: list[dict] = []
+    used = 0
     for depth, (counts, (blob, dtype)) in enumerate(zip(levels, packed, strict=True)):
         if used + len(blob) > budget and encoded:
             break

@@ -41,8 +41,11 @@ def row_hash(rows):
 
 
 def _by_tile_then_hash(tile, h, n_tiles):
-    """``np.lexsort((h, tile))``, faster: argsort the hashes, then a stable
-    (radix, for 16-bit keys) argsort of the tiles in that order."""
+    """``np.lexsort((h, tile))``, faster.
+
+    Argsort the hashes, then a stable (radix, for 16-bit keys) argsort of the
+    tiles in that order.
+    """
     if n_tiles > 2**16:
         return np.lexsort((h, tile))
     by_hash = np.argsort(h)
@@ -212,6 +215,7 @@ class Pyramid:
 
     @property
     def n(self):
+        """Rows counted, those outside the picture included."""
         return int(self.counts.sum()) + self.outside
 
     def levels(self):

@@ -1,0 +1,87 @@
+"""The model record (streamproj.record): made and read by the estimator, stored by the store."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import make_classes, write_zarr
+
+import streamproj as sp
+from streamproj import jobs, store
+from streamproj.errors import NotFittedError
+from streamproj.record import ModelRecord
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = make_classes(n=300, p=4, k=3, seed=41)
+    return sp.BoundaryProjector(n_components=2, shrinkage=0.1).fit(X, y), X
+
+
+def test_to_state_is_pure_and_frozen(fitted):
+    model, _ = fitted
+    a, b = model.to_state(), model.to_state()
+    assert a.meta == b.meta  # no clock, no file: the same model gives the same record
+    assert "saved" not in a.meta
+    assert "version" not in a.meta
+    assert a.params["shrinkage"] == 0.1
+    assert a.meta["classes"] == [0, 1, 2]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.meta = {}
+    assert a.stats is model.stats_
+    np.testing.assert_array_equal(a.solution["components"], model.components_)
+
+
+def test_with_meta_makes_a_new_record(fitted):
+    record = fitted[0].to_state()
+    grown = record.with_meta(sources=[{"url": "a.zarr"}], history=[{"event": "fit"}])
+    assert grown.sources == [{"url": "a.zarr"}]
+    assert grown.history == [{"event": "fit"}]
+    assert record.sources == []
+    assert record.history == []
+    assert "sources" not in record.meta
+
+
+def test_from_state_gives_the_same_model(fitted):
+    model, X = fitted
+    back = sp.BoundaryProjector.from_state(model.to_state())
+    np.testing.assert_allclose(back.transform(X), model.transform(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(back.predict(X), model.predict(X))
+    assert back.get_params() == {**model.get_params(), "progress": False}
+
+
+def test_unfitted_model_has_no_record():
+    with pytest.raises(NotFittedError):
+        sp.BoundaryProjector().to_state()
+
+
+def test_the_store_writes_and_reads_records_both_ways(fitted, tmp_path):
+    model, X = fitted
+    # a record written by the store reads back as the older (meta, stats, solution) tuple ...
+    with store.model_lock(tmp_path / "a"):
+        assert store.write_record(tmp_path / "a", model.to_state()) == "v000001"
+    meta, stats, solution = store.read_model(tmp_path / "a")
+    assert meta["version"] == "v000001"
+    assert "saved" in meta
+    assert sp.BoundaryProjector.from_saved(meta, stats, solution).predict(X).tolist() == \
+        model.predict(X).tolist()
+    # ... and a model written the older way (to_meta + write_model) reads as a record
+    with store.model_lock(tmp_path / "b"):
+        store.write_model(tmp_path / "b", model.to_meta(), model.stats_, model.to_state().solution)
+    record = store.read_record(tmp_path / "b")
+    assert isinstance(record, ModelRecord)
+    assert record.version == "v000001"
+    np.testing.assert_allclose(sp.BoundaryProjector.from_state(record).transform(X),
+                               model.transform(X), rtol=1e-12, atol=1e-12)
+
+
+def test_jobs_keep_the_ledger_in_the_record(tmp_path):
+    X, y = make_classes(n=200, p=3, seed=42)
+    write_zarr(tmp_path / "a.zarr", X[:100], y[:100])
+    write_zarr(tmp_path / "b.zarr", X[100:], y[100:])
+    jobs.fit_model(tmp_path / "a.zarr", tmp_path / "m")
+    jobs.update_model(tmp_path / "m", [tmp_path / "b.zarr"])
+    record = store.read_record(tmp_path / "m")
+    assert [s["url"].rsplit("/", 1)[-1] for s in record.sources] == ["a.zarr", "b.zarr"]
+    assert [h["event"] for h in record.history] == ["fit", "update"]
+    assert record.stats.n_samples == 200
