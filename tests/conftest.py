@@ -123,3 +123,21 @@ def offset_classes(n, p, k, offset, seed=0, separation=1.0, dtype=np.float64):
     centres = separation * rng.normal(size=(k, p))
     Z = rng.normal(size=(n, p)) @ mix + centres[y]
     return (offset + Z).astype(dtype), y
+
+
+def run_cli(*argv):
+    """``streamproj ARGV`` in this process; returns the exit status (argparse's too)."""
+    from streamproj.cli import main
+
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's usage errors
+        return exc.code
+
+
+def one_error_line(capsys):
+    """The single ``streamproj: error: …`` line on stderr (fails on a traceback or two lines)."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("streamproj: error: ")
+    return err[0]

@@ -8,7 +8,8 @@ import textwrap
 import numpy as np
 import pytest
 import zarr
-from conftest import make_classes, write_zarr
+from conftest import make_classes, one_error_line, write_zarr
+from conftest import run_cli as run
 
 import streamproj as sp
 from streamproj.cli import main
@@ -21,20 +22,6 @@ def batches(tmp_path):
     for name, rows in parts.items():
         write_zarr(tmp_path / f"{name}.zarr", X[rows], y[rows], chunk_rows=64)
     return tmp_path, X, y, parts
-
-
-def run(*argv):
-    try:
-        return main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse's usage errors
-        return exc.code
-
-
-def one_error_line(capsys):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert err[0].startswith("streamproj: error: ")
-    return err[0]
 
 
 def model_equals_fit(model_dir, X, y, tol=1e-10):

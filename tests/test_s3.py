@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 import zarr
-from conftest import make_classes, write_zarr
+from conftest import make_classes, one_error_line, write_zarr
 
 import streamproj as sp
 from streamproj import store
@@ -63,13 +63,6 @@ def s3_zarr(url, X, y, chunk_rows=100):
     group = zarr.open_group(url, mode="w")
     group.create_array("X", data=X, chunks=(chunk_rows, X.shape[1]))
     group.create_array("y", data=y, chunks=(chunk_rows,))
-
-
-def one_error_line(capsys):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert err[0].startswith("streamproj: error: ")
-    return err[0]
 
 
 def close(a, b, tol=1e-10):

@@ -15,25 +15,11 @@ import textwrap
 import numpy as np
 import pytest
 import zarr
-from conftest import make_classes, write_zarr
+from conftest import make_classes, one_error_line, write_zarr
+from conftest import run_cli as run
 
 import streamproj as sp
 from streamproj import store
-from streamproj.cli import main
-
-
-def run(*argv):
-    try:
-        return main([str(a) for a in argv])
-    except SystemExit as exc:
-        return exc.code
-
-
-def one_error_line(capsys):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert err[0].startswith("streamproj: error: ")
-    return err[0]
 
 
 def tree(path):
