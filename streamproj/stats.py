@@ -454,13 +454,14 @@ class ClassStats:
                 moments = _class_moments(X, inverse, counts, detail == "fourth", decode)
         # Every value of X reaches the diagonal of the scatter (as a square), so
         # one look there catches NaN, inf and overflow anywhere in the chunk.
-        (means, residuals), *scatter = moments
-        if not (np.isfinite(np.diagonal(scatter[0])).all() and np.isfinite(means).all()):
+        (means, residuals), within, *per_class = moments
+        class_scatter, m21, m22 = per_class if per_class else (None, None, None)
+        if not (np.isfinite(np.diagonal(within)).all() and np.isfinite(means).all()):
             check_finite(_cast_rows(X, decode), row_offset, names[0])
             msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} are too large: "
                    "their squares overflow float64; rescale the features")
             raise BadValuesError(msg)
-        return cls(classes, counts, means, *scatter, mean_residuals=residuals)
+        return cls(classes, counts, means, within, class_scatter, m21, m22, residuals)
 
     def update(self, X, y):
         """Merge rows held in memory into this summary, in place; returns self."""
@@ -831,8 +832,9 @@ def _class_moments(X, inverse, counts, fourth, decode=None):
     means = np.empty((K, p))
     residuals = np.empty((K, p))
     m2 = np.empty((K, p, p))
-    m21 = np.empty((K, p, p)) if fourth else None
-    m22 = np.empty((K, p, p)) if fourth else None
+    # co-moments only for "fourth"; empty stand-ins keep one code path below
+    m21 = np.empty((K, p, p) if fourth else (0, p, p))
+    m22 = np.empty((K, p, p) if fourth else (0, p, p))
     for k in range(K):
         rows = _cast_rows(X[order[stops[k] - counts[k] : stops[k]]], decode)
         means[k] = rows.mean(axis=0, dtype=np.float64)
@@ -845,8 +847,8 @@ def _class_moments(X, inverse, counts, fourth, decode=None):
             m21[k] = d2.T @ d
             m22[k] = d2.T @ d2
     m2 = _symmetric(m2)
-    return (_two_sum(means, residuals), m2.sum(axis=0), m2, m21,
-            None if m22 is None else _symmetric(m22))
+    return (_two_sum(means, residuals), m2.sum(axis=0), m2,
+            m21 if fourth else None, _symmetric(m22) if fourth else None)
 
 
 # ------------------------------------------------------------------ memory plan
@@ -893,7 +895,7 @@ def parse_memory(value, name="max_summary_memory"):
     """
     if value is None:
         return None
-    if isinstance(value, Integral) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, Integral) and not isinstance(value, bool) and int(value) > 0:
         return int(value)
     text = str(value).strip().upper().replace(" ", "")
     number = text.rstrip("KMGTIB")
@@ -1042,7 +1044,7 @@ def _merge(a, b):
     scatter = m21 = m22 = None
     if detail != "pooled":
         fourth = detail == "fourth"
-        parts = []
+        parts: list[list[Any]] = []
         for stats, index, n_side, mu_side, lo_side in ((a, ia, na, mua, loa),
                                                        (b, ib, nb, mub, lob)):
             sel = n_side[index] > 0
