@@ -184,7 +184,7 @@ def _regions(ax, limits, scores, color, style):
     gy = np.linspace(y0, y1, 300)
     mx, my = np.meshgrid(gx, gy)
     s = scores(np.column_stack([mx.ravel(), my.ravel()]))
-    winner = (s.argmax(axis=1) if s.ndim == 2 else (s > 0)).reshape(mx.shape).astype(float)
+    winner = solvers.scores_to_index(s).reshape(mx.shape).astype(float)
     if winner.max() > winner.min():
         levels = np.arange(winner.max()) + 0.5
         ax.contour(mx, my, winner, levels=levels, colors=color, linewidths=1.4, linestyles=style)
@@ -192,9 +192,9 @@ def _regions(ax, limits, scores, color, style):
 
 def _choice(source):
     if len(source.classes) == 2:
-        return lambda z: source.classes.take((z[:, 0] > 0).astype(np.intp))
+        return lambda z: source.classes.take(solvers.scores_to_index(z[:, 0]))
     A, b = _plane_scores(source, 0, 1)
-    return lambda z: source.classes.take((z[:, :2] @ A + b).argmax(axis=1))
+    return lambda z: source.classes.take(solvers.scores_to_index(z[:, :2] @ A + b))
 
 
 def _classmap(source, top):
@@ -245,13 +245,16 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
     def project(x):
         return np.subtract(x, mean, dtype=np.float64) @ lin.T
 
+    def choice(z):
+        # scores of the plane's own LDA (z is already centred: no cancellation)
+        s = z @ lda2.coef.T + lda2.intercept
+        return classes.take(solvers.scores_to_index(s[:, 0] if s.shape[1] == 1 else s))
+
     limits = robust_limits(project(sample_rows(blocks, "x", max_rows=100_000)))
     pair = (0, 1)
     summary = PictureSummary(classmap, limits, [pair],
                              _bins(limits, [pair], blocks.n, False, resolution), margin_bins=1,
-                             choice=lambda z: classes.take(
-                                 (lambda s: (s[:, 0] > 0).astype(np.intp) if s.shape[1] == 1
-                                  else s.argmax(axis=1))(z @ lda2.coef.T + lda2.intercept)))
+                             choice=choice)
 
     def work(block, _start):
         x = block["x"]
