@@ -40,7 +40,8 @@ from .errors import (
 )
 from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
-from .passes import accumulate
+from .passes import accumulate, finish_summary, summary_graph
+from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
 from .stats import ClassStats
@@ -212,18 +213,31 @@ def _merge_all(summaries):
     return total
 
 
-def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=False,
-               n_classes=2):
-    stop = src.n_rows
+def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n_classes=2):
+    """Pass 1 over the rows ``[start:]`` of a source, as a lazy graph (see :func:`summary_graph`)."""
     y = src.y
     if y is None:
         msg = f"{src.names[1]} is missing: fitting and updating need labels"
         raise InputError(msg)
+    stop = src.n_rows
     with _context(src.spec):
-        return _plain(accumulate(src.X[start:stop], y[start:stop], detail, progress=progress,
-                                 row_offset=start, names=src.names,
-                                 max_summary_memory=max_summary_memory, bfloat16=bfloat16,
-                                 n_classes=n_classes))
+        return summary_graph(src.X[start:stop], y[start:stop], detail, row_offset=start,
+                             names=src.names, max_summary_memory=max_summary_memory,
+                             bfloat16=bfloat16, n_classes=n_classes)
+
+
+def _finish(src, result):
+    with _context(src.spec):
+        return _plain(finish_summary(result))
+
+
+def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=False,
+               n_classes=2):
+    lazy, n_chunks = _summary_lazy(src, start, detail, max_summary_memory, bfloat16, n_classes)
+    with _context(src.spec):
+        (result,) = compute_with_progress(lazy, progress=progress, prefix="streamproj-summary-",
+                                          total=n_chunks, desc="pass 1: summaries")
+    return _finish(src, result)
 
 
 def _boundary_file(params):
@@ -404,69 +418,94 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
     with store.model_lock(model_path):
-        record, summaries = _read(model_path)
-        meta, stats = record.meta, record.stats
-        old = BoundaryProjector.from_state(record)
-        entries = [dict(e) for e in meta.get("sources", [])]
-        reports, batches = [], []
-        fix = "refit the model from its sources, or write new rows to a new source"
-        for src in srcs:
-            _check_features(src, old, model_path)
-            entry = ledger.find(entries, src.key())
-            with clock("check"):
-                start = ledger.held_rows(entry, src, f"model {model_path}", fix)
-            if verify and entry:
-                with clock("verify"):
-                    _verify_rows(old, src, entry, progress)
-            if start == src.n_rows:
-                reports.append({"url": src.url, "status": "skipped", "rows_merged": 0,
-                                "rows_skipped": start})
-                continue
+        plan = _plan_update(model_path, srcs, verify, progress, clock)
+        old = plan["old"]
+        batches = []
+        for src, _entry, start in plan["work"]:
             with clock("pass1"):
-                batch = _summarise(src, start, old.summary_detail(), progress,
-                                   max_summary_memory, old.bfloat16, old.stats_.n_classes)
-            sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
-            if sid is not None:
-                summaries[sid] = summaries[sid] + batch if sid in summaries else batch
-            new_entry = ledger.record(src, src.n_rows, previous=entry, sid=sid,
-                                      batch=(start, src.n_rows, batch.fingerprint()))
-            if entry is None:
-                entries.append(new_entry)
-            else:
-                entries[entries.index(entry)] = new_entry
-            batches.append(batch)
-            reports.append({"url": src.url, "status": "grown" if start else "merged",
-                            "rows_merged": src.n_rows - start, "rows_skipped": start})
-        kept, evicted = _apply_window(entries, keep_last, max_age)
-        n_new = sum(r["rows_merged"] for r in reports)
-        base = {"command": "update", "model": str(model_path), "sources": reports,
-                "evicted": [e["url"] for e in evicted]}
-        if not batches and not evicted:
-            held = sum(r["rows_skipped"] for r in reports)
-            return {**base, "status": "unchanged", "version": meta["version"], "rows_added": 0,
-                    "n_samples": stats.n_samples, "drift_deg": 0.0,
-                    "message": f"{', '.join(s.spec for s in srcs)}: all {held} rows were merged "
-                               "before; model unchanged",
-                    "timings": clock.report(), "versions": _versions(meta["version"])}
-        new = BoundaryProjector.from_state(record)
-        with clock("solve"), _context(srcs[0].spec):
-            if evicted:
-                new.fit_stats(_remaining(kept, summaries, model_path))
-            else:
-                new.partial_fit_stats(_merge_all(batches))
-        summaries = {e["id"]: summaries[e["id"]] for e in kept if e.get("id") in summaries}
-        added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
-        drift = _drift(old, new)
-        history = [*meta.get("history", []), {
-            "event": "update", "time": store.timestamp(),
-            "sources": [r["url"] for r in reports if r["rows_merged"]], "rows_added": n_new,
-            "n_samples": new.stats_.n_samples, "new_classes": added_classes,
-            "evicted": base["evicted"], **drift}]
-        with clock("write"):
-            version = store.write_record(
-                model_path, new.to_state().with_meta(**{"sources": kept, "history": history,
-                                         **_feature_meta(new, meta, srcs)}),
-                base=record.version, summaries=summaries)
+                batches.append(_summarise(src, start, old.summary_detail(), progress,
+                                          max_summary_memory, old.bfloat16,
+                                          old.stats_.n_classes))
+        return _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock)
+
+
+def _plan_update(model_path, srcs, verify, progress, clock):
+    """Which rows of each source are new to the model (read under the model's lock).
+
+    Returns a dict: the model's ``record`` and per-source ``summaries``, the
+    ``old`` estimator, the ledger ``entries``, ``work`` — ``(source, ledger
+    entry or None, first new row)`` for each source with new rows — and one
+    report per source.
+    """
+    record, summaries = _read(model_path)
+    old = BoundaryProjector.from_state(record)
+    entries = [dict(e) for e in record.meta.get("sources", [])]
+    work, reports = [], []
+    fix = "refit the model from its sources, or write new rows to a new source"
+    for src in srcs:
+        _check_features(src, old, model_path)
+        entry = ledger.find(entries, src.key())
+        with clock("check"):
+            start = ledger.held_rows(entry, src, f"model {model_path}", fix)
+        if verify and entry:
+            with clock("verify"):
+                _verify_rows(old, src, entry, progress)
+        if start == src.n_rows:
+            reports.append({"url": src.url, "status": "skipped", "rows_merged": 0,
+                            "rows_skipped": start})
+            continue
+        work.append((src, entry, start))
+        reports.append({"url": src.url, "status": "grown" if start else "merged",
+                        "rows_merged": src.n_rows - start, "rows_skipped": start})
+    return {"record": record, "summaries": summaries, "old": old, "entries": entries,
+            "work": work, "reports": reports}
+
+
+def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
+    """Merge the new rows' summaries (one per ``plan["work"]`` item) and write the new version."""
+    record, summaries, old = plan["record"], plan["summaries"], plan["old"]
+    entries, reports = plan["entries"], plan["reports"]
+    meta, stats = record.meta, record.stats
+    for (src, entry, start), batch in zip(plan["work"], batches, strict=True):
+        sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
+        if sid is not None:
+            summaries[sid] = summaries[sid] + batch if sid in summaries else batch
+        new_entry = ledger.record(src, src.n_rows, previous=entry, sid=sid,
+                                  batch=(start, src.n_rows, batch.fingerprint()))
+        if entry is None:
+            entries.append(new_entry)
+        else:
+            entries[entries.index(entry)] = new_entry
+    kept, evicted = _apply_window(entries, keep_last, max_age)
+    n_new = sum(r["rows_merged"] for r in reports)
+    base = {"command": "update", "model": str(model_path), "sources": reports,
+            "evicted": [e["url"] for e in evicted]}
+    if not batches and not evicted:
+        held = sum(r["rows_skipped"] for r in reports)
+        return {**base, "status": "unchanged", "version": meta["version"], "rows_added": 0,
+                "n_samples": stats.n_samples, "drift_deg": 0.0,
+                "message": f"{', '.join(s.spec for s in srcs)}: all {held} rows were merged "
+                           "before; model unchanged",
+                "timings": clock.report(), "versions": _versions(meta["version"])}
+    new = BoundaryProjector.from_state(record)
+    with clock("solve"), _context(srcs[0].spec):
+        if evicted:
+            new.fit_stats(_remaining(kept, summaries, model_path))
+        else:
+            new.partial_fit_stats(_merge_all(batches))
+    summaries = {e["id"]: summaries[e["id"]] for e in kept if e.get("id") in summaries}
+    added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
+    drift = _drift(old, new)
+    history = [*meta.get("history", []), {
+        "event": "update", "time": store.timestamp(),
+        "sources": [r["url"] for r in reports if r["rows_merged"]], "rows_added": n_new,
+        "n_samples": new.stats_.n_samples, "new_classes": added_classes,
+        "evicted": base["evicted"], **drift}]
+    with clock("write"):
+        version = store.write_record(
+            model_path, new.to_state().with_meta(**{"sources": kept, "history": history,
+                                     **_feature_meta(new, meta, srcs)}),
+            base=record.version, summaries=summaries)
     return {**base, "status": "updated", "version": version, "rows_added": n_new,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
             "drift_deg": _boundary_drift(drift), "timings": clock.report(),
@@ -728,8 +767,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
                          ("output", out))
     for src in srcs:
         _check_features(src, model, model_path)
-    base = {"command": "project", "output": str(out), "model": str(model_path),
-            "model_id": model.model_id_, "n_components": int(model.components_.shape[0])}
+    base = _project_base(model, model_path, out)
     state = None if mode == "rewrite" else _output_state(out)
     reason, drift = None, None
     if state is not None:
@@ -765,10 +803,14 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             "timings": clock.report(), "versions": _versions(meta["version"])}
 
 
-def _append(state, frame, srcs, out, progress, clock):
-    """Append the rows of ``srcs`` that OUT does not hold, in OUT's frame (``frame``)."""
-    attrs = state["attrs"]
-    held = [dict(e) for e in attrs["sources"]]
+def _project_base(model, model_path, out):
+    return {"command": "project", "output": str(out), "model": str(model_path),
+            "model_id": model.model_id_, "n_components": int(model.components_.shape[0])}
+
+
+def _plan_append(state, srcs, out, clock):
+    """``(source, first row OUT lacks, OUT's entry)`` for each source with rows OUT lacks, and reports."""
+    held = state["attrs"]["sources"]
     parts, reports = [], []
     fix = f"rewrite {out} with --overwrite"
     for src in srcs:
@@ -778,6 +820,19 @@ def _append(state, frame, srcs, out, progress, clock):
         reports.append({"url": src.url, "rows_written": src.n_rows - start, "rows_skipped": start})
         if start < src.n_rows:
             parts.append((src, start, entry))
+    return parts, reports
+
+
+def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
+    """Append the rows of ``srcs`` that OUT does not hold, in OUT's frame (``frame``).
+
+    ``in_one_pass``: instead of computing the projection, hand its lazy store
+    (and chunk count) to this callable, which computes it with other graphs
+    over the same rows before the new output is swapped in.
+    """
+    attrs = state["attrs"]
+    held = [dict(e) for e in attrs["sources"]]
+    parts, reports = _plan_append(state, srcs, out, clock)
     n_old = state["rows"]
     if not parts:
         store.tidy_output(out)  # a job killed after its swap left the old copy behind
@@ -809,8 +864,11 @@ def _append(state, frame, srcs, out, progress, clock):
         arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)
         with store.output_group(out, append=True, expect=attrs.get("write_id"),
                                 attrs={"streamproj": new_attrs}) as group:
-            outputs.write_arrays(group, arrays, frame, "decision" in state["arrays"], progress,
-                                 append_at=n_old)
+            lazy = outputs.write_arrays(group, arrays, frame, "decision" in state["arrays"],
+                                        progress, append_at=n_old,
+                                        compute=in_one_pass is None)
+            if in_one_pass is not None:
+                in_one_pass(*lazy)
     return {"status": "projected", "output_action": "appended", "rows": at,
             "rows_written": at - n_old, "sources": reports}
 
@@ -925,6 +983,83 @@ def check_config(config):
         ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
 
 
+def _update_and_append(config, progress, max_summary_memory, clock, common):
+    """A nightly step in one read of the new rows: update the model and append them to OUT.
+
+    OUT's frame is fixed before the pass, so the new rows' summaries and their
+    projection are one Dask computation: each chunk is read and decompressed
+    once for both. The model is committed first, then OUT is swapped in; a kill
+    between the two leaves a model that holds rows OUT lacks, which the next
+    run appends. Falls back to :func:`update_model` (and the job's project
+    step) when OUT does not exist or cannot take exactly the model's new rows
+    (a frame past the threshold, an output behind the model).
+
+    Returns
+    -------
+    list of dict
+        The update's report, and the projection's when it was done here.
+    """
+    inp, mod, out = config.input, config.model, config.output
+    state = _output_state(out.path)
+    done = None
+    if state is not None and state["frame"] is not None and state["attrs"].get("sources"):
+        with clock("open"):
+            srcs = open_inputs(inp.paths, inp.x, inp.y, inp.features, inp.label, True,
+                               inp.allow_missing_chunks)
+        store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", mod.path),
+                             ("output", out.path))
+        with store.model_lock(mod.path):
+            done = _one_pass(config, state, srcs, progress, max_summary_memory, clock)
+    if done is None:
+        return [update_model(mod.path, inp.paths, progress=progress, keep_last=mod.keep_last,
+                             max_age=mod.max_age, max_summary_memory=max_summary_memory,
+                             **common)]
+    update, appended, frame, drift = done
+    record = store.read_record(mod.path)
+    model = BoundaryProjector.from_state(record)
+    project = {**_project_base(model, mod.path, out.path), **appended, "drift_deg": drift,
+               "frame_model_id": frame.model_id_,
+               "frame_version": state["attrs"].get("model_version"), "one_read": True,
+               "timings": clock.report(), "versions": _versions(record.meta["version"])}
+    return [update, project]
+
+
+def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
+    """:func:`_update_and_append`'s work under the model's lock; None when it cannot be one pass."""
+    mod, out = config.model, config.output
+    frame = BoundaryProjector.from_state(state["frame"])
+    plan = _plan_update(mod.path, srcs, False, progress, clock)
+    old = plan["old"]
+    drift, reason = _frame_drift(frame, old)
+    threshold = out.reproject_above_degrees
+    if out.mode == "auto" and threshold is None:
+        threshold = DEFAULT_REPROJECT_DEGREES
+    if reason is not None or (threshold is not None and drift > threshold):
+        return None  # OUT is rewritten (or refused) anyway: nothing to share
+    parts, _ = _plan_append(state, srcs, out.path, clock)
+    if not plan["work"] or ([(id(s), a) for s, _, a in plan["work"]]
+                            != [(id(s), a) for s, a, _ in parts]):
+        return None  # nothing new, or OUT is behind the model: two steps
+    lazies = [_summary_lazy(src, start, old.summary_detail(), max_summary_memory, old.bfloat16,
+                            old.stats_.n_classes)
+              for src, _, start in plan["work"]]
+    reports = {}
+
+    def both(stored, _n_chunks):
+        with clock("pass1+2"):
+            *results, _ = compute_with_progress(
+                *[lazy for lazy, _ in lazies], stored, progress=progress,
+                prefix="streamproj-summary-", total=sum(n for _, n in lazies),
+                desc="one pass: summaries and projection", optimize_graph=False)
+        batches = [_finish(src, r)
+                   for (src, _, _), r in zip(plan["work"], results, strict=True)]
+        reports["update"] = _commit_update(mod.path, plan, batches, srcs, mod.keep_last,
+                                           mod.max_age, clock)
+
+    appended = _append(state, frame, srcs, out.path, progress, clock, in_one_pass=both)
+    return reports["update"], appended, frame, drift
+
+
 def run_job(config, progress=None, max_summary_memory=None):
     """A whole scheduled job from a :class:`~streamproj.config.JobConfig`: fit or update, then project.
 
@@ -953,11 +1088,22 @@ def run_job(config, progress=None, max_summary_memory=None):
                 steps.append(fit_model(inp.paths, mod.path, params=params,
                                        overwrite=mod.mode == "fit", progress=bool(show),
                                        keep_last=mod.keep_last, max_age=mod.max_age, **common))
+            elif out.path and out.mode != "rewrite" and not out.inputs:
+                steps.extend(_update_and_append(config, bool(show), max_summary_memory, clock,
+                                                common))
             else:
                 steps.append(update_model(mod.path, inp.paths, progress=bool(show),
                                           keep_last=mod.keep_last, max_age=mod.max_age,
                                           max_summary_memory=max_summary_memory, **common))
-        if out.path:
+        if out.path and len(steps) == 2 and steps[1].get("output_action") == "appended":
+            if out.mode == "auto":  # the update may have moved the model past the threshold
+                with clock("project"):
+                    again = project_model(mod.path, inp.paths, out.path, progress=bool(show),
+                                          mode="auto", reproject_above=out.reproject_above_degrees,
+                                          decision=out.decision, **common)
+                if again["output_action"] == "rewritten":
+                    steps[1] = again
+        elif out.path:
             with clock("project"):
                 steps.append(project_model(mod.path, out.inputs or inp.paths, out.path,
                                            overwrite=out.overwrite,

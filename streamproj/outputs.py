@@ -135,12 +135,14 @@ def _aligned(n_old, m, rows):
     return tuple(out)
 
 
-def write_arrays(group, arrays, model, decision, progress=False, append_at=None):
+def write_arrays(group, arrays, model, decision, progress=False, append_at=None, compute=True):
     """Store lazy ``arrays`` (from :func:`projection_arrays`) in an output group, in one compute.
 
     A fresh group (``append_at`` None) gets the arrays, the coordinate
     variables and is chunked like the first input rows; an append grows the
     group's own arrays from row ``append_at`` on, chunked on their grid.
+    ``compute=False`` creates or grows the arrays and returns the lazy store
+    (and its chunk count) for the caller to compute with other graphs.
     """
     names = [n for n in ("projection", "predicted", "decision", "y") if n in arrays
              and (n != "decision" or decision)]
@@ -162,7 +164,8 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None)
             sources.append(arr.rechunk((_aligned(append_at, arr.shape[0], rows), *arr.shape[1:])))
             targets.append(target)
     total = len(sources[0].chunks[0]) if sources else 0
-    store_projection(sources, targets, progress=progress, total=total)
+    stored = store_projection(sources, targets, progress=progress, total=total, compute=compute)
+    return None if compute else (stored, total)
 
 
 def concat_rows(parts):

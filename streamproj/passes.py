@@ -34,8 +34,10 @@ from .validation import as_dask_labels, as_dask_rows, check_finite
 __all__ = [
     "accumulate",
     "default_memory_budget",
+    "finish_summary",
     "project_blocks",
     "store_projection",
+    "summary_graph",
 ]
 
 _MERGE_FAN_IN = 4
@@ -113,6 +115,10 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
                names=("X", "y"), max_summary_memory=None, bfloat16=False, n_classes=2):
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
+    :func:`summary_graph` and :func:`finish_summary` are the same pass in two
+    steps, for a caller that computes it together with other graphs over the
+    same rows (each chunk is then read once for all of them).
+
     Parameters
     ----------
     X : array-like of shape (n, p)
@@ -146,6 +152,30 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
         Of every row given: merging it into a summary counts its rows again
         each time (duplicate protection is the model directory's ledger).
     """
+    lazy, n_chunks = summary_graph(X, y, detail, chunk_rows, row_offset, names,
+                                   max_summary_memory, bfloat16, n_classes)
+    (stats,) = compute_with_progress(lazy, progress=progress, prefix="streamproj-summary-",
+                                     total=n_chunks, desc="pass 1: summaries")
+    return finish_summary(stats)
+
+
+def finish_summary(result):
+    """The :class:`ClassStats` a computed :func:`summary_graph` gave, or the first bad row's error."""
+    if isinstance(result, StreamprojError):
+        raise result
+    return result
+
+
+def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("X", "y"),
+                  max_summary_memory=None, bfloat16=False, n_classes=2):
+    """Pass 1 as a lazy graph: ``(delayed result, number of chunks)``.
+
+    The parameters are :func:`accumulate`'s. Its chunk tasks are named
+    ``streamproj-summary-…``; the result is a :class:`ClassStats` or the
+    :class:`~streamproj.errors.StreamprojError` of the first bad row, which
+    :func:`finish_summary` raises. Shapes, dtypes and the memory plan are
+    checked here, before anything is read.
+    """
     X = as_dask_rows(X, chunk_rows, names[0])
     y = as_dask_labels(y, X.chunks[0], names)
     if X.shape[0] == 0:
@@ -159,8 +189,8 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
                "as uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
         raise InputError(msg)
     token = tokenize(X, y, detail, row_offset, names, budget, bfloat16)
-    xs = X.to_delayed().ravel()
-    ys = y.to_delayed().ravel()
+    xs = X.to_delayed(optimize_graph=False).ravel()
+    ys = y.to_delayed(optimize_graph=False).ravel()
     parts = [
         dask.delayed(_chunk_stats, pure=True)(
             xb, yb, detail, row_offset + off, names, bfloat16, budget,
@@ -179,11 +209,7 @@ def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offse
             for i in range(0, len(parts), fan_in)
         ]
         level += 1
-    (stats,) = compute_with_progress(parts[0], progress=progress, prefix="streamproj-summary-",
-                                     total=len(xs), desc="pass 1: summaries")
-    if isinstance(stats, StreamprojError):
-        raise stats
-    return stats
+    return parts[0], len(xs)
 
 
 def _project_block(block, center, components, name, row_offset, bfloat16=False, block_info=None):
@@ -227,9 +253,16 @@ def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False
     )
 
 
-def store_projection(sources, targets, progress=False, total=None):
-    """Pass 2: compute lazy arrays chunk by chunk into array targets (one ``compute``)."""
+def store_projection(sources, targets, progress=False, total=None, compute=True):
+    """Pass 2: compute lazy arrays chunk by chunk into array targets (one ``compute``).
+
+    ``compute=False`` returns the lazy store instead, to be computed with other
+    graphs over the same rows.
+    """
     stored = da.store(sources, targets, lock=False, compute=False)
+    if not compute:
+        return stored
     compute_with_progress(stored, progress=progress, prefix="streamproj-project-", total=total,
                           desc="pass 2: projection")
+    return None
 

@@ -29,7 +29,8 @@ __all__ = ["compute_with_progress"]
 
 
 def compute_with_progress(*objects: Any, progress: bool = False, prefix: str = "",
-                          total: int | None = None, desc: str | None = None) -> tuple[Any, ...]:
+                          total: int | None = None, desc: str | None = None,
+                          optimize_graph: bool = True) -> tuple[Any, ...]:
     """``dask.compute`` with an optional tqdm bar over the chunk tasks named by ``prefix``.
 
     Parameters
@@ -45,6 +46,12 @@ def compute_with_progress(*objects: Any, progress: bool = False, prefix: str = "
         Number of chunks (default: the number of chunk tasks in the graph).
     desc : str, optional
         The bar's label.
+    optimize_graph : bool
+        As for :func:`dask.compute`. False keeps every task under its own key,
+        so graphs of different kinds (a pass-1 summary and a pass-2 store) that
+        read the same chunks share those reads: Dask optimises arrays and
+        delayed objects apart, and fusing a chunk read into each consumer would
+        read it once per consumer.
 
     Returns
     -------
@@ -67,14 +74,15 @@ def compute_with_progress(*objects: Any, progress: bool = False, prefix: str = "
     if client is None:
         with threadpool_limits(limits=1, user_api="blas"):
             if not progress:
-                return dask.compute(*objects)
+                return dask.compute(*objects, optimize_graph=optimize_graph)
             # Given to this compute only (not the global ``with callback:``), so two
             # jobs computing at once in one process never count each other's tasks.
             bar = _LocalChunkBar(prefix, total, desc)
-            return dask.compute(*objects, callbacks=[*Callback.active, normalize_callback(bar)])
+            return dask.compute(*objects, optimize_graph=optimize_graph,
+                                callbacks=[*Callback.active, normalize_callback(bar)])
     if not progress:
-        return dask.compute(*objects)
-    return _compute_on_client(client, objects, prefix, total, desc)
+        return dask.compute(*objects, optimize_graph=optimize_graph)
+    return _compute_on_client(client, objects, prefix, total, desc, optimize_graph)
 
 
 def _open_bar(total, desc):
@@ -173,7 +181,7 @@ def _distributed_client():
         return None
 
 
-def _optimized_graph(collections):
+def _optimized_graph(collections, optimize_graph=True):
     """The graph ``dask.compute`` would submit for ``collections``, and its result keys.
 
     Built the way :func:`dask.compute` and ``Client.compute`` build it, so the
@@ -184,6 +192,8 @@ def _optimized_graph(collections):
     ----------
     collections : list
         Dask collections.
+    optimize_graph : bool
+        As for :func:`dask.compute`.
 
     Returns
     -------
@@ -196,11 +206,12 @@ def _optimized_graph(collections):
     from dask.base import collections_to_expr
     from dask.core import flatten
 
-    expr = FinalizeCompute(collections_to_expr(collections, optimize_graph=True)).optimize()
+    finalized = FinalizeCompute(collections_to_expr(collections, optimize_graph=optimize_graph))
+    expr = finalized.optimize()
     return expr.__dask_graph__(), list(flatten(expr.__dask_keys__()))
 
 
-def _compute_on_client(client, objects, prefix, total, desc):
+def _compute_on_client(client, objects, prefix, total, desc, optimize_graph=True):
     """Compute ``objects`` on ``client`` in one submission, counting chunk futures.
 
     The chunk keys are wanted alongside the results only until each finishes:
@@ -219,6 +230,8 @@ def _compute_on_client(client, objects, prefix, total, desc):
         Number of chunks (default: the chunk tasks in the graph).
     desc : str or None
         The bar's label.
+    optimize_graph : bool
+        As for :func:`dask.compute`.
 
     Returns
     -------
@@ -231,7 +244,7 @@ def _compute_on_client(client, objects, prefix, total, desc):
     collections, repack = unpack_collections(*objects)
     if not collections:
         return objects
-    graph, keys = _optimized_graph(collections)
+    graph, keys = _optimized_graph(collections, optimize_graph)
     chunk_keys = [key for key in graph if _is_chunk(key, prefix)]
     if total is None:
         total = len(chunk_keys)

@@ -121,6 +121,9 @@ class Source:
     label: str | None
     names: tuple
     files: tuple = ()
+    # fingerprints already read, by row count: the ledgers of the model and of an
+    # output ask for the same one in one job, and each costs a read of the edge chunks
+    _fingerprints: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_rows(self) -> int:
@@ -167,6 +170,11 @@ class Source:
         if not 0 <= rows <= self.n_rows:
             msg = f"{self.names[0]} has {self.n_rows} rows; cannot fingerprint the first {rows}"
             raise InputError(msg)
+        if rows not in self._fingerprints:
+            self._fingerprints[rows] = self._read_fingerprint(rows)
+        return self._fingerprints[rows]
+
+    def _read_fingerprint(self, rows):
         k = min(FINGERPRINT_ROWS, rows)
         parts = [self.X[:k], self.X[rows - k : rows]]
         if self.y is not None:

@@ -12,8 +12,9 @@ from conftest import make_classes, write_zarr
 from test_faults import KILL_AT_STEP, leftovers, tree
 
 import streamproj as sp
-from streamproj import jobs, store
+from streamproj import jobs, sources, store
 from streamproj.cli import main
+from streamproj.config import load_config
 from streamproj.errors import OutputExistsError, SourceChangedError
 
 
@@ -258,3 +259,107 @@ def test_json_report_of_append(days, capsys):
     assert rep["output_action"] == "unchanged"
     assert {"timings", "versions", "sources", "drift_deg"} <= set(rep)
     assert all(s["rows_skipped"] == 300 for s in rep["sources"])
+
+
+def _nightly_config(d, mode="append", threshold=None):
+    path = d / "job.toml"
+    lines = ["[input]", f'paths = ["{d / "in"}/day-*.zarr"]', "[model]", f'path = "{d / "m"}"',
+             'mode = "auto"', "[output]", f'path = "{d / "o.zarr"}"', f'mode = "{mode}"']
+    if threshold is not None:
+        lines.append(f"reproject_above_degrees = {threshold}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _count_reads(monkeypatch, n_features):
+    """Count reads of each X chunk (row start) through zarr, whichever thread reads it."""
+    reads = {}
+    original = zarr.Array.__getitem__
+
+    def counting(self, selection):
+        if len(self.shape) == 2 and self.shape[1] == n_features:
+            rows = selection[0] if isinstance(selection, tuple) else selection
+            if not (isinstance(rows, slice) and rows.start == rows.stop):  # dask's meta probes
+                key = (str(self.store_path), rows.start if isinstance(rows, slice) else None)
+                reads[key] = reads.get(key, 0) + 1
+        return original(self, selection)
+
+    monkeypatch.setattr(zarr.Array, "__getitem__", counting)
+    return reads
+
+
+def test_nightly_run_reads_each_new_row_once_and_equals_two_steps(days, monkeypatch):
+    d, X, y = days
+    (d / "in").mkdir()
+    config = _nightly_config(d)
+    for night in range(3):
+        (d / f"day-{night}.zarr").rename(d / "in" / f"day-{night}.zarr")
+        if night == 2:
+            # fingerprints read the chunks holding the first and last 10 rows
+            monkeypatch.setattr(sources, "FINGERPRINT_ROWS", 10)
+            reads = _count_reads(monkeypatch, X.shape[1])
+        report = jobs.run_job(load_config(config))
+        if night == 0:
+            assert [s["command"] for s in report["steps"]] == ["fit", "project"]
+            continue
+        update, project = report["steps"]
+        assert update["status"] == "updated"
+        assert update["rows_added"] == 300
+        assert project["output_action"] == "appended"
+        assert project["one_read"] is True
+        assert project["rows_written"] == 300
+    monkeypatch.undo()
+    # night 2 read each chunk of the one new store once for the model and the output
+    # (5 chunks of 70 rows cover 300); the two edge chunks once more, for the fingerprint
+    # that both ledgers record (read once, kept by the source)
+    new = {k[1]: v for k, v in reads.items() if "day-2" in k[0] and k[1] is not None}
+    assert new == {0: 2, 70: 1, 140: 1, 210: 1, 280: 2}
+    # the same as the two-step path: the model equals one fit of all rows, the output
+    # holds every row once, projected in its recorded (first night's) frame
+    whole = sp.BoundaryProjector().fit(X[:900], y[:900])
+    model = sp.load(d / "m")
+    np.testing.assert_allclose(model.coef_, whole.coef_, rtol=1e-10)
+    out = store.open_output(d / "o.zarr")
+    frame = frame_of(d / "o.zarr")
+    assert out["projection"].shape == (900, 2)
+    for src in out.attrs["streamproj"]["sources"]:
+        i = int(src["url"].rsplit("day-", 1)[1].split(".")[0])
+        for a, b, at in src["ranges"]:
+            np.testing.assert_allclose(out["projection"][at:at + b - a],
+                                       frame.transform(X[i * 300 + a:i * 300 + b]),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(out["y"][at:at + b - a], y[i * 300 + a:i * 300 + b])
+    assert leftovers(d) == []
+
+
+def test_nightly_run_past_the_threshold_rewrites(days):
+    d, X, _y = days
+    (d / "in").mkdir()
+    config = _nightly_config(d, mode="auto", threshold=1e-9)
+    for night in range(2):
+        (d / f"day-{night}.zarr").rename(d / "in" / f"day-{night}.zarr")
+        report = jobs.run_job(load_config(config))
+    assert report["steps"][1]["output_action"] == "rewritten"
+    frame = frame_of(d / "o.zarr")
+    assert frame.model_id_ == sp.load(d / "m").model_id_
+    np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
+                               frame.transform(X[:600]), rtol=1e-12, atol=1e-12)
+
+
+def test_nightly_run_with_an_output_behind_the_model_appends_what_it_lacks(days):
+    d, X, y = days
+    (d / "in").mkdir()
+    config = _nightly_config(d)
+    (d / "day-0.zarr").rename(d / "in" / "day-0.zarr")
+    jobs.run_job(load_config(config))
+    (d / "day-1.zarr").rename(d / "in" / "day-1.zarr")
+    jobs.update_model(d / "m", str(d / "in" / "day-*.zarr"))  # the model moves on alone
+    (d / "day-2.zarr").rename(d / "in" / "day-2.zarr")
+    report = jobs.run_job(load_config(config))
+    update, project = report["steps"]
+    assert update["rows_added"] == 300
+    assert project["rows_written"] == 600
+    assert "one_read" not in project
+    frame = frame_of(d / "o.zarr")
+    np.testing.assert_allclose(np.sort(store.open_output(d / "o.zarr")["projection"][:, 0]),
+                               np.sort(frame.transform(X[:900])[:, 0]), rtol=1e-12, atol=1e-12)
