@@ -60,6 +60,35 @@ def write_store(path, X, y, chunk_rows):
     group.create_array("y", data=y, chunks=(chunk_rows,))
 
 
+def night_floor(path, work):
+    """The least any update+append of this store's rows can cost, timed just before the job.
+
+    ``read_s``: read and decompress every chunk of X (Dask, as the job reads it);
+    ``read_write_s``: the same and write two float64 columns per row to Zarr;
+    ``gram_s``: numpy's float64 ``X.T @ X`` of the rows already in memory.
+    """
+    import dask.array as da
+    import numpy as np
+    import zarr
+
+    X = zarr.open_group(str(path), mode="r")["X"]
+    t = time.perf_counter()
+    da.from_zarr(X).sum().compute()
+    read = time.perf_counter() - t
+    rows = da.from_zarr(X)
+    cols = rows.map_blocks(lambda b: b[:, :2].astype(np.float64), dtype=np.float64,
+                           chunks=(rows.chunks[0], (2,)))
+    t = time.perf_counter()
+    da.to_zarr(cols, str(work / "floor.zarr"), overwrite=True)
+    read_write = time.perf_counter() - t
+    A = np.asarray(X[:], dtype=np.float64)
+    t = time.perf_counter()
+    A.T @ A
+    gram = time.perf_counter() - t
+    return {"read_s": round(read, 4), "read_write_s": round(read_write, 4),
+            "gram_s": round(gram, 4)}
+
+
 def nightly(args, work):
     from streamproj import jobs, store
     from streamproj.config import load_config
@@ -89,6 +118,7 @@ progress = false
         X, y = make_batch(night, args.rows, args.features)
         write_store(days / f"day-{night:03d}.zarr", X, y, args.chunk_rows)
         del X, y
+        floor = night_floor(days / f"day-{night:03d}.zarr", work) if night >= 2 else {}
         t = time.perf_counter()
         report = jobs.run_job(load_config(config), progress=False)
         wall = time.perf_counter() - t
@@ -97,7 +127,8 @@ progress = false
                        "model": steps[0]["status"], "output": steps[1]["output_action"],
                        "rows_merged": sum(s["rows_merged"] for s in steps[0]["sources"]),
                        "rows_written": steps[1]["rows_written"],
-                       "drift_deg": steps[1].get("drift_deg")})
+                       "drift_deg": steps[1].get("drift_deg"),
+                       "one_read": bool(steps[1].get("one_read")), **floor})
         print(json.dumps(nights[-1]), file=sys.stderr)
     out = {"nights": nights}
     if args.nights >= 2:
@@ -108,6 +139,12 @@ progress = false
         k = min(3, max(1, (len(walls) - 1) // 2))
         out["median_last_over_early"] = round(statistics.median(walls[-k:])
                                               / statistics.median(walls[1:1 + k]), 3)
+        later = nights[1:]  # each night's job right after its own floor: interleaved
+        out["job_over_read_gram"] = round(statistics.median(
+            n["wall_s"] / (n["read_s"] + n["gram_s"]) for n in later), 3)
+        out["job_over_read_write_gram"] = round(statistics.median(
+            n["wall_s"] / (n["read_write_s"] + n["gram_s"]) for n in later), 3)
+        out["nights_one_read"] = sum(n["one_read"] for n in later)
     # one forced rewrite of everything, into a separate output (as auto does past the threshold)
     t = time.perf_counter()
     jobs.project_model(work / "model", str(days / "day-*.zarr"), work / "rewrite.zarr")
@@ -189,11 +226,12 @@ def main(argv=None):
     parser.add_argument("--fit-rows", type=_rows, default=2_000_000,
                         help="rows of the Parquet vs Zarr fit (0: skip it)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shrinkage", default="auto")
+    parser.add_argument("--shrinkage", default="none",
+                        help="[model] shrinkage (default: the estimator's, pooled scatter)")
     parser.add_argument("--mode", choices=["append", "auto", "rewrite"], default="append",
                         help="[output] mode of the nightly job (default append: never rewrites)")
     parser.add_argument("--reproject-above", type=float, default=1.0, help="degrees, for --mode auto")
-    parser.add_argument("--dir", help="working folder (default: a temporary one, removed)")
+    parser.add_argument("--dir", help="working folder, kept afterwards (default: a temporary one, removed)")
     parser.add_argument("--json-out", help="also write the results here")
     args = parser.parse_args(argv)
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-nightly-"))
@@ -204,12 +242,14 @@ def main(argv=None):
             night_dir = work / "nightly"
             night_dir.mkdir()
             result["nightly"] = nightly(args, night_dir)
-            shutil.rmtree(night_dir)
+            if not args.dir:
+                shutil.rmtree(night_dir)
         if args.fit_rows:
             fit_dir = work / "fit"
             fit_dir.mkdir()
             result["fit"] = parquet_vs_zarr(args, fit_dir)
-            shutil.rmtree(fit_dir)
+            if not args.dir:
+                shutil.rmtree(fit_dir)
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

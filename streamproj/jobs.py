@@ -844,21 +844,27 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
                f"array or column, or rewrite {out} with --overwrite")
         raise InputError(msg)
-    at = n_old
-    for src, start, entry in parts:
-        grown = ledger.record(src, src.n_rows, previous=entry)
-        grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
-        grown.pop("batches", None)
-        at += src.n_rows - start
-        if entry is None:
-            held.append(grown)
-        else:
-            held[held.index(entry)] = grown
-    now = store.timestamp()
-    new_attrs = {**attrs, "sources": held, "rows": at, "written": now,
-                 "write_id": uuid.uuid4().hex,
-                 "history": [*attrs.get("history", []),
-                             {"time": now, "action": "appended", "rows": at - n_old}]}
+    def grown_attrs():
+        """OUT's attributes once it holds the new rows (records their sources' fingerprints)."""
+        sources, at = [dict(e) for e in held], n_old
+        for src, start, entry in parts:
+            grown = ledger.record(src, src.n_rows, previous=entry)
+            grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
+            grown.pop("batches", None)
+            at += src.n_rows - start
+            if entry is None:
+                sources.append(grown)
+            else:
+                sources[sources.index(entry)] = grown
+        now = store.timestamp()
+        return {**attrs, "sources": sources, "rows": at, "written": now,
+                "write_id": uuid.uuid4().hex,
+                "history": [*attrs.get("history", []),
+                            {"time": now, "action": "appended", "rows": at - n_old}]}
+
+    # in one pass the fingerprints come from that pass's reads: OUT's attributes are
+    # written after it (the copy is marked incomplete until then, as always)
+    new_attrs = grown_attrs() if in_one_pass is None else attrs
     names = (parts[0][0].names[0] if len(parts) == 1 else f"{len(parts)} inputs", "labels")
     with clock("pass2"), _context(str(out)):
         arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)
@@ -869,6 +875,9 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
                                         compute=in_one_pass is None)
             if in_one_pass is not None:
                 in_one_pass(*lazy)
+                new_attrs = grown_attrs()
+                group.attrs["streamproj"] = new_attrs
+    at = new_attrs["rows"]
     return {"status": "projected", "output_action": "appended", "rows": at,
             "rows_written": at - n_old, "sources": reports}
 
@@ -1043,14 +1052,22 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
     lazies = [_summary_lazy(src, start, old.summary_detail(), max_summary_memory, old.bfloat16,
                             old.stats_.n_classes)
               for src, _, start in plan["work"]]
+    # the ledgers record each source's fingerprint at its new length: its edge rows
+    # come from the chunks this pass reads anyway
+    prints = [src.fingerprint_parts() for src, _, _ in plan["work"]]
     reports = {}
 
     def both(stored, _n_chunks):
         with clock("pass1+2"):
-            *results, _ = compute_with_progress(
-                *[lazy for lazy, _ in lazies], stored, progress=progress,
-                prefix="streamproj-summary-", total=sum(n for _, n in lazies),
-                desc="one pass: summaries and projection", optimize_graph=False)
+            values = compute_with_progress(
+                *[lazy for lazy, _ in lazies], *[a for parts in prints for a in parts], stored,
+                progress=progress, prefix="streamproj-summary-",
+                total=sum(n for _, n in lazies), desc="one pass: summaries and projection",
+                optimize_graph=False)
+        results, at = values[:len(lazies)], len(lazies)
+        for (src, _, _), parts in zip(plan["work"], prints, strict=True):
+            src.set_fingerprint(None, values[at:at + len(parts)])
+            at += len(parts)
         batches = [_finish(src, r)
                    for (src, _, _), r in zip(plan["work"], results, strict=True)]
         reports["update"] = _commit_update(mod.path, plan, batches, srcs, mod.keep_last,

@@ -44,7 +44,7 @@ import os
 import posixpath
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,25 +166,50 @@ class Source:
         str
             32 hexadecimal digits (blake2b).
         """
+        rows = self._fingerprint_rows(rows)
+        if rows not in self._fingerprints:
+            self.set_fingerprint(rows, dask.compute(*self.fingerprint_parts(rows)))
+        return self._fingerprints[rows]
+
+    def _fingerprint_rows(self, rows):
         rows = self.n_rows if rows is None else int(rows)
         if not 0 <= rows <= self.n_rows:
             msg = f"{self.names[0]} has {self.n_rows} rows; cannot fingerprint the first {rows}"
             raise InputError(msg)
-        if rows not in self._fingerprints:
-            self._fingerprints[rows] = self._read_fingerprint(rows)
-        return self._fingerprints[rows]
+        return rows
 
-    def _read_fingerprint(self, rows):
+    def fingerprint_parts(self, rows: int | None = None) -> list:
+        """The lazy row slices :meth:`fingerprint` digests, to compute with other work.
+
+        A caller that reads the same chunks anyway computes these in its own
+        graph (so each chunk is read once) and hands the values to
+        :meth:`set_fingerprint`.
+
+        Parameters
+        ----------
+        rows : int, optional
+            As for :meth:`fingerprint`.
+
+        Returns
+        -------
+        list of dask.array.Array
+        """
+        rows = self._fingerprint_rows(rows)
         k = min(FINGERPRINT_ROWS, rows)
         parts = [self.X[:k], self.X[rows - k : rows]]
         if self.y is not None:
             parts += [self.y[:k], self.y[rows - k : rows]]
+        return parts
+
+    def set_fingerprint(self, rows: int | None, values: Sequence[Any]) -> None:
+        """Digest the computed :meth:`fingerprint_parts` of ``rows`` and keep it."""
+        rows = self._fingerprint_rows(rows)
         h = hashlib.blake2b(digest_size=16)
         y_dtype = None if self.y is None else self.y.dtype
         h.update(f"{self.n_features}|{self.X.dtype}|{y_dtype}|{rows}".encode())
-        for part in dask.compute(*parts):
+        for part in values:
             h.update(_bytes_of(np.asarray(part)))
-        return h.hexdigest()
+        self._fingerprints[rows] = h.hexdigest()
 
     def identity(self) -> dict[str, Any]:
         """A JSON-ready ledger entry: key, rows, dtypes and fingerprint.
