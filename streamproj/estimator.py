@@ -588,9 +588,9 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         b = 0.0  # with several boundaries there is no w, and b is not used
         if coef.shape[0] == 1:
             w, b = solvers.unit_boundary(coef, intercept)
-        center, scatter = solvers.projection_center(stats, w, b, self.center,
-                                                    mean_distance if w is not None else None)
-        V = solvers.boundary_axes(basis, scatter, self.n_components)
+        center, scatter, spike = solvers.projection_center(
+            stats, w, b, self.center, mean_distance if w is not None else None)
+        V = solvers.boundary_axes(basis, scatter, self.n_components, spike)
         for name in ("priors_", "means_", "covariance_", "scalings_"):
             self.__dict__.pop(name, None)
         for name, value in fitted.items():

@@ -608,7 +608,10 @@ def _flip_signs(V):
     return V * np.sign(V[idx, np.arange(V.shape[1])])
 
 
-def boundary_axes(basis: np.ndarray, scatter: np.ndarray, n_components: int) -> np.ndarray:
+def boundary_axes(
+    basis: np.ndarray, scatter: np.ndarray, n_components: int,
+    spike: tuple[np.ndarray, float] | None = None,
+) -> np.ndarray:
     """Projection axes ``V`` (p, d): the boundary directions, then the best PCA directions.
 
     The PCA directions are orthogonal to the boundary directions.
@@ -622,8 +625,13 @@ def boundary_axes(basis: np.ndarray, scatter: np.ndarray, n_components: int) -> 
     basis : ndarray of shape (p, r)
         Orthonormal boundary directions ``W``.
     scatter : ndarray of shape (p, p)
-        Scatter about the chosen centre.
+        Scatter about the data mean (or the chosen centre when ``spike`` is None).
     n_components : int
+    spike : (ndarray of shape (p,), float), optional
+        ``(d, m)``: the scatter about the centre is ``scatter + m·d dᵀ`` (the
+        centre is ``d`` away from the mean). Kept apart because far from the
+        origin ``m·d dᵀ`` is many orders larger than ``scatter``: summed, the
+        scatter's digits would be lost and every axis after the first with them.
     """
     p, r = basis.shape
     if not 1 <= n_components <= p:
@@ -634,16 +642,97 @@ def boundary_axes(basis: np.ndarray, scatter: np.ndarray, n_components: int) -> 
     full, _ = np.linalg.qr(basis, mode="complete")
     complement = full[:, r:]
     reduced = complement.T @ scatter @ complement
-    _, evecs = linalg.eigh(0.5 * (reduced + reduced.T))
-    top = evecs[:, ::-1][:, : n_components - r]
+    reduced = 0.5 * (reduced + reduced.T)
+    k = n_components - r
+    if spike is None:
+        _, evecs = linalg.eigh(reduced)
+        top = evecs[:, ::-1][:, :k]
+    else:
+        d, weight = spike
+        top = _top_spiked_eigvecs(reduced, complement.T @ np.asarray(d, dtype=np.float64),
+                                  float(weight), k)
     return np.hstack([basis, _flip_signs(complement @ top)])
+
+
+def _top_spiked_eigvecs(M: np.ndarray, d: np.ndarray, weight: float, k: int) -> np.ndarray:
+    """The top ``k`` eigenvectors of ``M + weight·d dᵀ`` (M symmetric PSD), without forming it.
+
+    In a basis whose first vector is ``d/‖d‖`` the matrix is
+    ``[[a, rᵀ], [r, B]]`` with ``a = M₁₁ + weight·‖d‖²``. When ``a`` dwarfs
+    ``‖B‖`` the top eigenvector is ``[1; (λ - B)⁻¹ r]`` with
+    ``λ = a + rᵀ(λ - B)⁻¹ r``, and every other one is ``[rᵀw / (μ - a); w]``
+    with ``(B - r rᵀ / (a - μ)) w = μ w`` — each equation solved by a
+    fixed-point iteration in the eigenvalue that contracts by about
+    ``‖B‖ / a`` per step, and none loses ``B``'s digits to ``a``. Otherwise the
+    matrix is formed and given to ``eigh`` (accurate when ``a`` is not large).
+
+    Parameters
+    ----------
+    M : ndarray of shape (q, q)
+    d : ndarray of shape (q,)
+    weight : float
+        Non-negative.
+    k : int
+        Between 1 and q.
+
+    Returns
+    -------
+    ndarray of shape (q, k)
+        Orthonormal columns, by decreasing eigenvalue.
+    """
+    q = M.shape[0]
+    size = float(np.linalg.norm(d))
+    bound = float(np.linalg.norm(M, 2)) if q else 0.0
+    alpha = weight * size * size
+    if q == 1 or alpha <= 1e3 * bound:
+        A = M + weight * np.outer(d, d)
+        _, evecs = linalg.eigh(0.5 * (A + A.T))
+        return evecs[:, ::-1][:, :k]
+    # Householder reflector H (symmetric, orthogonal) with H d̂ = e1
+    u = d / size
+    h = u.copy()
+    h[0] += np.copysign(1.0, u[0])
+    h /= np.linalg.norm(h)
+    H = np.eye(q) - 2.0 * np.outer(h, h)
+    R = H @ M @ H
+    R = 0.5 * (R + R.T)
+    a, r, B = R[0, 0] + alpha, R[1:, 0], R[1:, 1:]
+    lam_B, Q = linalg.eigh(B)
+    rq = Q.T @ r
+    out = np.empty((q, k))
+    # the top one: λ = a + rᵀ(λ - B)⁻¹ r
+    lam = a
+    for _ in range(100):
+        new = a + float(np.sum(rq * rq / (lam - lam_B)))
+        done = abs(new - lam) <= 4 * _EPS * abs(new)
+        lam = new
+        if done:
+            break
+    v = np.concatenate([[1.0], Q @ (rq / (lam - lam_B))])
+    out[:, 0] = H @ (v / np.linalg.norm(v))
+    # the others: (B - r rᵀ / (a - μ)) w = μ w, the j-th largest μ
+    for j in range(1, k):
+        mu = 0.0
+        for _ in range(100):
+            T = B - np.outer(r, r) / (a - mu)
+            vals, vecs = linalg.eigh(0.5 * (T + T.T))
+            new, w = float(vals[-j]), vecs[:, -j]
+            done = abs(new - mu) <= 4 * _EPS * max(abs(new), float(vals[-1]))
+            mu = new
+            if done:
+                break
+        v = np.concatenate([[float(r @ w) / (mu - a)], w])
+        out[:, j] = H @ (v / np.linalg.norm(v))
+    # orthonormal to rounding (each column is accurate; make the set exactly so)
+    Qo, Ro = np.linalg.qr(out)
+    return Qo * np.sign(np.diag(Ro))
 
 
 def projection_center(
     stats: "ClassStats", w: np.ndarray | None, b: float, center: str,
     mean_distance: float | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Centre ``c`` and the scatter about the centring used for the axes.
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, float] | None]:
+    """Centre ``c`` and the scatter about it, as :func:`boundary_axes` takes them.
 
     For one boundary ``w·x + b = 0`` the centre lies on the hyperplane, so the
     first coordinate is the signed distance. ``"mean"``: the data mean moved
@@ -659,21 +748,26 @@ def projection_center(
     -------
     center : ndarray of shape (p,)
     scatter : ndarray of shape (p, p)
+        The total scatter about the mean.
+    spike : (ndarray of shape (p,), float) or None
+        ``(μ - c, n)`` when the scatter about ``c`` is ``scatter + n (μ-c)(μ-c)ᵀ``
+        with a term that matters to the axes (``"hyperplane"``), else None.
     """
     mu = stats.mean
     if center == "mean":
         if w is None:
-            return mu, stats.total
+            return mu, stats.total, None
         distance = w @ mu + b if mean_distance is None else mean_distance
         c = mu - distance * w
-        return c, stats.total
+        return c, stats.total, None
     if center == "hyperplane":
         if w is None:
             msg = "center='hyperplane' needs a single boundary (two classes); use center='mean'"
             raise InputError(msg)
         x0 = -b * w
-        dev = mu - x0
-        return x0, stats.total + stats.n_samples * np.outer(dev, dev)
+        # only the part of μ - x0 orthogonal to w reaches the axes, and x0 ∥ w:
+        # that part is μ's own (no cancellation between μ and x0 far from the origin)
+        return x0, stats.total, (mu - (w @ mu) * w, float(stats.n_samples))
     msg = f"center must be 'mean' or 'hyperplane'; got {center!r}"
     raise InputError(msg)
 
@@ -686,7 +780,10 @@ def pca_axes(scatter: np.ndarray, n_components: int = 2) -> np.ndarray:
 
 def reconstruction_error(stats: "ClassStats", components: np.ndarray, center: np.ndarray) -> float:
     """``Σ_i ‖(x_i-c) - VVᵀ(x_i-c)‖²`` from summaries alone (V = componentsᵀ)."""
+    # about c the scatter is S + n·ddᵀ (d = μ - c); the two parts' residuals are summed
+    # separately so a far centre's n‖d‖² does not swamp S's (‖d - VVᵀd‖² directly)
     dev = stats.mean - center
-    scatter = stats.total + stats.n_samples * np.outer(dev, dev)
-    kept = np.trace(components @ scatter @ components.T)
-    return float(np.trace(scatter) - kept)
+    S = stats.total
+    lost = np.trace(S) - np.trace(components @ S @ components.T)
+    rest = dev - components.T @ (components @ dev)
+    return float(lost + stats.n_samples * (rest @ rest))

@@ -430,6 +430,37 @@ def test_hyperplane_centring_axes_are_the_in_memory_eigenvectors():
     assert sin_angle(mean_axes.T, top) > 1e-3
 
 
+def _exact_hyperplane_axes(X, x0, w, k):
+    """Top ``k`` eigenvectors of ``P Σ(x−x0)(x−x0)ᵀ P`` in 60-digit arithmetic (mpmath)."""
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(60):
+        p = X.shape[1]
+        D = [[mp.mpf(float(v)) - mp.mpf(float(c)) for v, c in zip(row, x0, strict=True)]
+             for row in X]
+        S = mp.matrix(p, p)
+        for a in range(p):
+            for b in range(a, p):
+                S[a, b] = S[b, a] = mp.fsum(r[a] * r[b] for r in D)
+        W = mp.matrix([mp.mpf(float(v)) for v in w])
+        W = W / mp.norm(W)
+        P = mp.eye(p) - W * W.T
+        E, Q = mp.eigsy(P * S * P)
+        order = sorted(range(p), key=lambda i: -E[i])[:k]
+        return np.array([[float(Q[r, c]) for c in order] for r in range(p)])
+
+
+@pytest.mark.parametrize("offset", [1e4, 1e6, 1e8])
+def test_hyperplane_axes_far_from_the_origin_are_exact(offset):
+    # far from the origin the mean term n(μ−x0)(μ−x0)ᵀ is ~offset² times the scatter:
+    # summed with it in float64, the scatter's digits (and every axis after the first) go
+    X, y = make_classes(n=300, p=5, seed=25)
+    X = X * np.array([1.0, 2.0, 3.0, 0.5, 1.0]) + offset
+    m = sp.BoundaryProjector(n_components=4, center="hyperplane").fit(X, y)
+    ref = _exact_hyperplane_axes(X, m.center_, m.components_[0], 3)
+    for j in range(1, 4):
+        assert sin_angle(m.components_[j][:, None], ref[:, j - 1 : j]) <= 1e-10, j
+
+
 # ------------------------------------------------------------- drift angles (CLI)
 def _angle_deg(u, v):
     """Angle between two unit vectors, accurate for tiny angles (atan2, not arccos)."""

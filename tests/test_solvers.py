@@ -109,7 +109,8 @@ def test_second_axis_is_the_in_memory_constrained_pca_and_beats_random_direction
     X, y = make_coin(n=3000, p=8, seed=2)
     s = stats_of(X, y, "pooled")
     w, b = solvers.unit_boundary(solvers.lda(s).coef, solvers.lda(s).intercept)
-    c, scatter = solvers.projection_center(s, w, b, "mean")
+    c, scatter, spike = solvers.projection_center(s, w, b, "mean")
+    assert spike is None
     u = solvers.boundary_axes(w[:, None], scatter, 2)[:, 1]
     assert abs(u @ w) < 1e-14
     # in-memory reference: top eigenvector of P S P on the rows themselves
@@ -139,8 +140,8 @@ def test_mean_centring_never_loses_to_hyperplane_centring():
         w, b = solvers.unit_boundary(res.coef, res.intercept)
         errors = {}
         for center in ("mean", "hyperplane"):
-            c, scatter = solvers.projection_center(s, w, b, center)
-            V = solvers.boundary_axes(w[:, None], scatter, 2)
+            c, scatter, spike = solvers.projection_center(s, w, b, center)
+            V = solvers.boundary_axes(w[:, None], scatter, 2, spike)
             R = (X - c) - (X - c) @ V @ V.T
             errors[center] = np.sum(R**2)
             np.testing.assert_allclose(
