@@ -568,7 +568,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             }
             labels = stats.classes
             mean_distance = result.mean_decision[0] / np.linalg.norm(coef)
-            lda_result = result if stats.n_classes > 2 else None
+            lda_result = result
         else:
             coef, intercept, given, _ = _external_boundary(self.boundary)
             if coef.shape[1] != p:
@@ -864,7 +864,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             model._labels_ = model.classes_
             if params["boundary"].get("classes") is not None:
                 model._given_classes = model.classes_
-        model._set_centred_scores(stats, result if stats.n_classes > 2 else None)
+        model._set_centred_scores(stats, result)
         model.meta_ = meta
         return model
 

@@ -393,23 +393,29 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
         + (" — there are fewer rows than features" if stats.n_samples <= stats.n_features else ""),
     )
     means = stats.means
+    # The centre is the float64 mean m; the decisions are centred on m itself, not on
+    # the true mean m + e (e = its rounding, ~1e-8 per unit of offset), so that
+    # (x - m)·coef + offset is exact for rows x near m.
     center = stats.mean
-    dev = stats.mean_deviations()  # μ_k - m, with the digits the rounded means lack
+    rounding = stats.mean_rounding()
+    dev = stats.mean_deviations()  # μ_k - (m + e), with the digits the rounded means lack
     log_pri = np.log(pri)
     if stats.n_classes == 2:
         diff = dev[1] - dev[0]
         coef = _scaled_solve(scale, factor, diff)[None, :]
         log_ratio = log_pri[1] - log_pri[0]
         intercept = np.array([-coef[0] @ (0.5 * (means[0] + means[1])) + log_ratio])
-        # m - (μ_0+μ_1)/2 = (n_1/n - 1/2)(μ_1 - μ_0): the decision at the mean, exactly.
+        # m + e - (μ_0+μ_1)/2 = (n_1/n - 1/2)(μ_1 - μ_0): the decision at the true mean,
+        # exactly; plus coef·e at the float64 mean.
         at_mean = np.array([(stats.counts[1] / stats.n_samples - 0.5) * (coef[0] @ diff)
-                            + log_ratio])
+                            + log_ratio + coef[0] @ rounding])
         centred_coef, centred_offset = coef, at_mean
     else:
         coef = _scaled_solve(scale, factor, means.T).T
         intercept = -0.5 * np.einsum("kp,kp->k", means, coef) + log_pri
-        centred_coef = _scaled_solve(scale, factor, dev.T).T
-        centred_offset = -0.5 * np.einsum("kp,kp->k", dev, centred_coef) + log_pri
+        dev_m = dev - rounding  # μ_k - m
+        centred_coef = _scaled_solve(scale, factor, dev_m.T).T
+        centred_offset = -0.5 * np.einsum("kp,kp->k", dev_m, centred_coef) + log_pri
         # m·coef_k + intercept_k = ½ mᵀΣ⁻¹m + centred_offset_k (expand μ_k = m + δ_k).
         at_mean = 0.5 * (center @ _scaled_solve(scale, factor, center)) + centred_offset
     between = total_covariance(stats, shrinkage) - cov
@@ -454,7 +460,8 @@ def centred_scores(
         One boundary (m = 1): a point **on** the boundary (the projection
         centre). Several: any point near the data (the data mean).
     lda_result : LDA, optional
-        For LDA's own boundaries with K > 2, its exact centred form is used.
+        For LDA's own boundaries its exact centred form is used (about the
+        data mean, where the decision is known without rounding the centre).
 
     Returns
     -------
@@ -465,12 +472,12 @@ def centred_scores(
     coef = np.atleast_2d(np.asarray(coef, dtype=np.float64))
     intercept = np.asarray(intercept, dtype=np.float64).reshape(-1)
     center = np.asarray(center, dtype=np.float64)
-    if coef.shape[0] == 1:
-        zero = np.zeros(1)
-        return center, coef, zero, zero
     if lda_result is not None:
         r = lda_result
         return r.center, r.centred_coef, r.centred_offset, r.mean_decision
+    if coef.shape[0] == 1:
+        zero = np.zeros(1)
+        return center, coef, zero, zero
     offset = intercept + coef @ center
     return center, coef, offset, offset
 

@@ -352,6 +352,16 @@ class ClassStats:
         anchor, offset = self._anchored_mean()
         return anchor + offset
 
+    def mean_rounding(self):
+        """``mean - (true mean)``, (p,): what rounding :attr:`mean` to float64 changed.
+
+        Far from the origin this is ~1e-8 per unit of offset and matters to
+        anything centred on :attr:`mean` (a decision at the mean, a boundary
+        point); ``mean - anchor`` is exact, the anchor being near the mean.
+        """
+        anchor, offset = self._anchored_mean()
+        return ((anchor + offset) - anchor) - offset
+
     def mean_deviations(self):
         """Class means minus the overall mean, (K, p), without cancellation far from zero."""
         anchor, offset = self._anchored_mean()

@@ -76,6 +76,32 @@ def test_far_from_the_origin_every_k(offset, k):
     np.testing.assert_array_equal(m.predict(Xd).compute(), m.predict(X))
 
 
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("offset", [1e4, 1e6, 1e8])
+def test_decisions_and_probabilities_far_from_the_origin_to_the_last_digits(offset, k):
+    # a small spread far out: the float64 mean is ~ulp(offset) from the true one, and a
+    # decision centred on it without that correction is off by coef·(rounding) (2e-9
+    # relative at 1e8 before); the reference is sklearn on the same rounded rows, recentred
+    X, y = make_classes(n=2000, p=6, k=k, seed=31)
+    X = X * 0.1 + offset
+    m = sp.BoundaryProjector(n_components=2).fit(X, y)
+    ref = LinearDiscriminantAnalysis(solver="eigen").fit(X - offset, y)
+    Xr = X - offset  # exact: the rows are within a factor 2 of the offset
+    np.testing.assert_array_equal(m.predict(X), ref.predict(Xr))
+    assert np.max(np.abs(m.predict_proba(X) - ref.predict_proba(Xr))) <= 1e-11
+    want = ref.decision_function(Xr)
+    if k == 2:
+        assert rel_err(m.decision_function(X), want) <= 1e-11
+    else:
+        # the raw decisions are ~½mᵀΣ⁻¹m ≈ 1e18 here (their ulp ~1e2): the centred scores
+        # carry the differences between classes, which are what decides
+        got = m._scores(X)
+        assert rel_err(got - got[:, :1], want - want[:, :1]) <= 1e-11
+    # the saved and reloaded model decides the same way (its centred form is recomputed)
+    again = sp.BoundaryProjector.from_state(m.to_state())
+    np.testing.assert_allclose(again.predict_proba(X), m.predict_proba(X), rtol=0, atol=1e-15)
+
+
 def test_issue_reproduction_three_classes_at_1e8():
     rng = np.random.default_rng(9)
     y = rng.integers(0, 3, 30000)
