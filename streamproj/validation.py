@@ -527,6 +527,10 @@ def as_dask_labels(y: Any, row_chunks: tuple[int, ...] | list[int],
     """
     xname, yname = names
     n_rows = int(sum(row_chunks))
+    module = type(y).__module__ or ""
+    if is_dask_frame(y) or module.startswith(("pandas", "polars", "pyarrow", "xarray")):
+        # pandas string/category/Int64, arrow and polars labels: as fit converts them
+        y = as_labels(y, yname)
     if not isinstance(y, da.Array):
         if not hasattr(y, "shape") or not hasattr(y, "dtype"):
             y = np.asarray(y)

@@ -329,6 +329,40 @@ def test_every_label_dtype(case, lazy):
     np.testing.assert_array_equal(np.searchsorted(m.classes_, predicted), ref.predict(X))
 
 
+@pytest.mark.parametrize("kind", ["string", "category", "Int64", "string[pyarrow]", "polars",
+                                  "arrow-bool", "dask-series"])
+def test_accumulate_takes_the_labels_fit_takes(kind):
+    # the summary function is public: it converts table labels as fit does, not dask
+    pd = pytest.importorskip("pandas")
+    base = np.array([0, 1, 1, 0, 2, 2, 1, 0] * 25)
+    X, _ = make_classes(n=base.shape[0], p=3, k=3, seed=18)
+    words = np.array(["a", "bb", "c"])[base]
+    if kind == "Int64":
+        y = pd.Series(base, dtype="Int64")
+    elif kind == "polars":
+        y = pytest.importorskip("polars").Series(words)
+    elif kind == "arrow-bool":
+        y = pytest.importorskip("pyarrow").array(base == 1)
+    elif kind == "dask-series":
+        dd = pytest.importorskip("dask.dataframe")
+        y = dd.from_pandas(pd.Series(words, dtype="string"), npartitions=3)
+    else:
+        y = pd.Series(words, dtype=kind)
+    got = sp.accumulate(X, y, chunk_rows=37)
+    want = sp.BoundaryProjector().fit(X, y).stats_
+    np.testing.assert_array_equal(got.classes, want.classes)
+    np.testing.assert_array_equal(got.counts, want.counts)
+    assert rel_err(got.within, want.within) <= 1e-12
+
+
+@pytest.mark.parametrize("dtype", ["string", "Int64"])
+def test_accumulate_names_the_first_missing_table_label(dtype):
+    pd = pytest.importorskip("pandas")
+    y = pd.Series([0, 1, 1, None, 0, 1], dtype=dtype)
+    with pytest.raises(BadValuesError, match="missing label .* in row 3"):
+        sp.accumulate(np.ones((6, 2)), y)
+
+
 def test_fractional_float_labels_are_refused_as_scikit_learn_does():
     X, _ = make_classes(n=60, p=3, k=2, seed=17)
     y = np.array([0.5, 1.5] * 30)
