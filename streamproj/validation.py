@@ -132,13 +132,52 @@ def is_lazy(X: Any) -> bool:
     return hasattr(X, "chunks") and hasattr(X, "shape") and hasattr(X, "dtype")
 
 
-def _partition_lengths(*frames):
-    """Rows per partition of each dask DataFrame/Series, in one computation."""
+_LABEL_COLUMN = "__streamproj_label__"
+
+
+def _frame_block(frame, columns):
+    """One partition's columns as a numpy array (rows, or a label vector for one name)."""
+    return frame[columns].to_numpy()
+
+
+def _frame_arrays(X, y=None):
+    """Dask arrays of a dask DataFrame's rows (and of its label Series), partition by partition.
+
+    The frames are optimised together first, so their partitioning is final:
+    dask's optimiser may merge the partitions of a column projection (a
+    Parquet label column alone reads in fewer, larger pieces), which would
+    otherwise leave X and y cut differently, or an array built from the
+    unoptimised plan naming partitions that no longer exist. X and y come from
+    the same partitions, so each is read once for both; their lengths take one
+    read more (dask arrays need their chunk sizes).
+    """
+    from dask import delayed
+
     from .progress import compute_with_progress
 
-    # map_partitions(len) reads one partition at a time and keeps only its length.
-    lengths = compute_with_progress(*(f.map_partitions(len) for f in frames))
-    return [tuple(int(n) for n in np.asarray(x).reshape(-1)) for x in lengths]
+    if X is None:  # labels alone
+        frame = y.to_frame(name=_LABEL_COLUMN)
+    else:
+        frame = X if y is None else X.assign(**{_LABEL_COLUMN: y})
+    frame = frame.optimize()
+    parts = frame.to_delayed()
+    lengths = compute_with_progress(*(delayed(len)(p) for p in parts)) if parts else ()
+
+    def array(names, dtype, width):
+        blocks = [da.from_delayed(delayed(_frame_block)(p, names), dtype=dtype,
+                                  shape=(int(n),) if width is None else (int(n), width))
+                  for p, n in zip(parts, lengths, strict=True)]
+        if blocks:
+            return da.concatenate(blocks)
+        return da.empty((0,) if width is None else (0, width), dtype=dtype)
+
+    rows = None
+    if X is not None:
+        columns = list(X.columns)
+        rows = array(columns, X._meta.to_numpy().dtype, len(columns))
+    if y is None:
+        return rows, None
+    return rows, array(_LABEL_COLUMN, y._meta.to_numpy().dtype, None)
 
 
 def _frame_as_numeric(X):
@@ -166,10 +205,10 @@ def _numeric_like(dtype):
 def as_lazy_rows(X: Any, y: Any = None) -> tuple[Any, Any, Any]:
     """Dask arrays of rows (and labels) from a lazy input, without reading the rows.
 
-    A dask DataFrame becomes ``to_dask_array(lengths=...)``: one pass that
-    reads each partition and keeps only its length (done once for X and y
-    together). Other lazy inputs are returned as they are (``passes``
-    chunks them).
+    A dask DataFrame (with its label Series) becomes dask arrays cut at its
+    partitions (see :func:`_frame_arrays`): one pass reads each partition and
+    keeps only its length. Other lazy inputs are returned as they are
+    (``passes`` chunks them).
 
     Returns
     -------
@@ -189,16 +228,11 @@ def as_lazy_rows(X: Any, y: Any = None) -> tuple[Any, Any, Any]:
         X = _frame_as_numeric(X)
         meta = X._meta
         if y is not None and is_dask_frame(y):
-            ylike = _frame_labels(y)
-            lx, ly = _partition_lengths(X, ylike)
-            y = ylike.to_dask_array(lengths=ly)
+            X, y = _frame_arrays(X, _frame_labels(y))
         else:
-            (lx,) = _partition_lengths(X)
-        X = X.to_dask_array(lengths=lx)
+            X, _ = _frame_arrays(X)
     elif y is not None and is_dask_frame(y):
-        ylike = _frame_labels(y)
-        (ly,) = _partition_lengths(ylike)
-        y = ylike.to_dask_array(lengths=ly)
+        _, y = _frame_arrays(None, _frame_labels(y))
     return X, y, meta
 
 

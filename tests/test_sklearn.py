@@ -347,6 +347,44 @@ def test_a_missing_label_in_a_lazy_stream_names_its_global_row():
         sp.BoundaryProjector().fit(lazy_X, lazy_y)
 
 
+def test_parquet_row_groups_fit_and_transform_as_numpy(tmp_path):
+    # dask's optimiser merges the partitions of a label column read alone: X and y
+    # must be cut from one optimised plan (this raised "Missing dependency" before)
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=4000, p=4, k=2, seed=12)
+    df = frame(X).assign(label=y)
+    df.to_parquet(tmp_path / "x.parquet", row_group_size=500)
+    lazy = dd.read_parquet(tmp_path / "x.parquet", split_row_groups=True)
+    features = [c for c in lazy.columns if c != "label"]
+    m = sp.BoundaryProjector().fit(lazy[features], lazy["label"])
+    ref = sp.BoundaryProjector().fit(X, y)
+    np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-12)
+    np.testing.assert_allclose(m.transform(lazy[features]).compute(), ref.transform(X),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_a_dask_frame_is_read_once_for_lengths_and_once_for_the_pass():
+    reads = {}
+
+    def part(i):
+        reads[i] = reads.get(i, 0) + 1
+        rows, labels = make_classes(n=300, p=3, k=2, seed=i)
+        return frame(rows).assign(label=labels)
+
+    lazy = dd.from_map(part, range(4))
+    features = [c for c in lazy._meta.columns if c != "label"]
+    reads.clear()  # from_map may build its meta from a partition
+    m = sp.BoundaryProjector().fit(lazy[features], lazy["label"])
+    # each partition once for its length, once for X and y together (was three times)
+    assert reads == {i: 2 for i in range(4)}
+    reads.clear()
+    Z = m.transform(lazy[features])
+    assert reads == {i: 1 for i in range(4)}  # the lengths; the rows when computed
+    reads.clear()
+    Z.compute()
+    assert reads == {i: 1 for i in range(4)}
+
+
 def test_labels_of_mixed_types_or_continuous_values_are_refused():
     X = np.random.default_rng(10).normal(size=(4, 2))
     with pytest.raises(InputError, match="mixes labels of types int, str"):
