@@ -376,13 +376,13 @@ def test_a_dask_frame_is_read_once_for_lengths_and_once_for_the_pass():
     reads.clear()  # from_map may build its meta from a partition
     m = sp.BoundaryProjector().fit(lazy[features], lazy["label"])
     # each partition once for its length, once for X and y together (was three times)
-    assert reads == {i: 2 for i in range(4)}
+    assert reads == dict.fromkeys(range(4), 2)
     reads.clear()
     Z = m.transform(lazy[features])
-    assert reads == {i: 1 for i in range(4)}  # the lengths; the rows when computed
+    assert reads == dict.fromkeys(range(4), 1)  # the lengths; the rows when computed
     reads.clear()
     Z.compute()
-    assert reads == {i: 1 for i in range(4)}
+    assert reads == dict.fromkeys(range(4), 1)
 
 
 def test_labels_of_mixed_types_or_continuous_values_are_refused():
