@@ -355,9 +355,6 @@ def _pair(text, flag):
 
 def _plot(args):
     size = _pair(args.size, "--size") if args.size else None
-    if size and min(size) < 100:
-        msg = f"--size must be WIDTHxHEIGHT in pixels, each >= 100; got {args.size!r}"
-        raise InputError(msg)
     axes = _pair(args.axes, "--axes") if args.axes else None
     if args.top < 1:
         msg = f"--top must be at least 1; got {args.top}"
@@ -419,6 +416,10 @@ def main(argv=None):
     warnings.showwarning = _show_warning
     try:
         if args.command == "plot":
+            plot.check_plot_options(
+                args.output, _pair(args.size, "--size") if args.size else None,
+                model=args.model, compare_pca=args.compare_pca, qda=args.qda,
+                stretch=args.stretch, input=args.input)
             plot.check_figure(args.output, args.out, args.model)
         # run takes its cluster from the config; info computes nothing
         scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None

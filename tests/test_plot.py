@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import make_classes, make_coin, write_zarr
+from conftest import make_classes, make_coin, one_error_line, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, solvers
@@ -319,6 +319,42 @@ def test_plot_command_html_and_errors(projected, tmp_path, capsys):
     assert code == 2
     assert "no such input" in capsys.readouterr().err
     assert not (d / "g.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--output", "{d}/x.txt"], "the name must end in one of .png"),
+        (["--output", "{d}/report"], "the name must end in one of .png"),
+        (["--output", "{d}/v.html", "--stretch"], "--stretch applies to static figures only"),
+        (["--output", "{d}/v.html", "--model", "{d}/m", "--qda"],
+         "--model, --qda apply to static figures only"),
+        (["--output", "{d}/a.png", "--size", "400x300"], "between 640x480 and 8000x8000"),
+        (["--output", "{d}/a.png", "--size", "100000x100000"], "between 640x480 and 8000x8000"),
+    ],
+)
+def test_plot_refuses_what_it_cannot_draw_before_reading(projected, capsys, args, message):
+    d = projected
+    (d / "report.png").write_bytes(b"not mine")
+    before = sorted(p.name for p in d.iterdir())
+    code = main(["plot", str(d / "o.zarr"), *[a.format(d=d) for a in args]])
+    err = one_error_line(capsys)
+    assert code == 2
+    assert message in err
+    assert sorted(p.name for p in d.iterdir()) == before
+    assert (d / "report.png").read_bytes() == b"not mine"
+
+
+def test_plot_replaces_its_own_view_and_webp_but_no_other_html(projected, capsys):
+    d = projected
+    for name in ("v.html", "w.webp"):
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 0
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 0
+    (d / "mine.html").write_text("<!DOCTYPE html><html>my notes</html>")
+    capsys.readouterr()
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "mine.html")]) == 2
+    assert "exists and is not an image" in one_error_line(capsys)
+    assert (d / "mine.html").read_text() == "<!DOCTYPE html><html>my notes</html>"
 
 
 def test_many_classes_from_a_stored_output(tmp_path):

@@ -22,6 +22,7 @@ from .reading import coordinates
 __all__ = [
     "PALETTE",
     "check_figure",
+    "check_plot_options",
     "coordinates",
     "draw_output",
     "plot_output",
@@ -163,6 +164,46 @@ def plot_stored(out, figure, model_path=None, **options):
 
 # What an image file matplotlib writes starts with; plot replaces no other file.
 _IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"\xff\xd8\xff", b"%!PS", b"II*\x00", b"MM\x00*")
+# The HTML view names its maker near its top (view/template.html); other HTML is the user's.
+VIEW_MARKER = b'<meta name="generator" content="streamproj view">'
+# The file types plot writes, by the name's ending (matplotlib's, and the HTML view).
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".eps",
+                   ".ps", ".html", ".htm")
+# --size: below this the title, legend and notes do not fit; above it a PNG is gigabytes.
+SIZE_RANGE = ((640, 480), (8000, 8000))
+
+
+def _is_ours(head):
+    """True for the start of a file plot may replace: an image, or a view it wrote."""
+    if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        return True
+    return VIEW_MARKER in head
+
+
+def check_plot_options(figure, size=None, **static_only):
+    """Refuse a figure name plot cannot write, a --size out of range, or options HTML ignores.
+
+    ``static_only``: option name -> value given, for the options only static figures take.
+    """
+    name = str(figure).lower()
+    if not name.endswith(FIGURE_SUFFIXES):
+        msg = (f"plot --output {figure}: the name must end in one of "
+               f"{', '.join(FIGURE_SUFFIXES)} (it chooses the file type)")
+        raise InputError(msg)
+    if name.endswith((".html", ".htm")):
+        given = [k for k, v in {**static_only, "size": size}.items() if v not in (None, False)]
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            verb = "apply" if len(given) > 1 else "applies"
+            msg = (f"plot --output {figure}: {flags} {verb} to static figures only; the HTML "
+                   "view takes --axes and --top")
+            raise InputError(msg)
+    if size is not None:
+        (lo_w, lo_h), (hi_w, hi_h) = SIZE_RANGE
+        if not (lo_w <= size[0] <= hi_w and lo_h <= size[1] <= hi_h):
+            msg = (f"--size must be between {lo_w}x{lo_h} and {hi_w}x{hi_h} pixels; "
+                   f"got {size[0]}x{size[1]}")
+            raise InputError(msg)
 
 
 def check_figure(figure, out, model_path=None):
@@ -186,8 +227,8 @@ def check_figure(figure, out, model_path=None):
         raise OutputExistsError(msg)
     if path.exists():
         with open(path, "rb") as f:
-            head = f.read(8)
-        if head and not head.startswith(_IMAGE_MAGIC):
+            head = f.read(1024)
+        if head and not _is_ours(head):
             msg = (f"plot --output {figure} exists and is not an image; it was left untouched: "
                    "choose another file name")
             raise OutputExistsError(msg)
