@@ -345,6 +345,17 @@ def test_plot_refuses_what_it_cannot_draw_before_reading(projected, capsys, args
     assert (d / "report.png").read_bytes() == b"not mine"
 
 
+def test_plot_refuses_a_model_that_did_not_write_the_output(projected, capsys):
+    d = projected
+    assert main(["fit", str(d / "d.zarr"), "--model", str(d / "other"), "--shrinkage", "0.5"]) == 0
+    capsys.readouterr()
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "c.png"), "--model",
+                 str(d / "other"), "--compare-pca"])
+    assert code == 2
+    assert "did not write" in one_error_line(capsys)
+    assert not (d / "c.png").exists()
+
+
 def test_plot_replaces_its_own_view_and_webp_but_no_other_html(projected, capsys):
     d = projected
     for name in ("v.html", "w.webp"):

@@ -64,6 +64,13 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
     from .picture import draw_source, output_source
 
     source = output_source(out)
+    if model is not None:
+        recorded = store.open_output(out).attrs.get("streamproj", {}).get("model_id")
+        given = getattr(model, "model_id_", None)
+        if recorded and given and recorded != given:
+            msg = (f"the model (id {given}) did not write {out} (written by model id "
+                   f"{recorded}); give that model, or project with this one first")
+            raise InputError(msg)
     X = None
     if compare_pca:
         url = input_url or source.input_url
