@@ -347,6 +347,9 @@ def test_plot_into_a_missing_folder_creates_it_and_never_clobbers_a_non_image(se
     assert run("plot", d / "o.zarr", "--output", figure) == 0  # an image is replaced
     (tmp_path / "paper.tex").write_text("\\documentclass")
     refused(capsys, tmp_path, "plot", d / "o.zarr", "--output", tmp_path / "paper.tex",
+            match="the name must end in one of")
+    (tmp_path / "paper.pdf").write_text("\\documentclass")  # a figure's name, not a figure
+    refused(capsys, tmp_path, "plot", d / "o.zarr", "--output", tmp_path / "paper.pdf",
             match="is not an image")
 
 
