@@ -342,6 +342,21 @@ def _apply_window(entries, keep_last, max_age):
     return kept, evicted
 
 
+def _evicted_meta(meta, evicted):
+    """``model.json``'s ``evicted_sources``: what the window or ``forget`` dropped, so it stays out.
+
+    Each is the source's ledger key and rows at eviction (no summary: it is
+    gone). An update skips a source listed here (a glob keeps matching old
+    days); refitting starts the list afresh.
+    """
+    now = store.timestamp()
+    gone = [{k: v for k, v in e.items() if k not in ("id", "batches")} | {"evicted": now}
+            for e in evicted]
+    carried = [e for e in meta.get("evicted_sources", [])
+               if all(ledger.find([e], g) is None for g in gone)]
+    return {"evicted_sources": carried + gone} if carried or gone else {}
+
+
 def _existing_model(model_path):
     """The live version of the model at ``model_path``; False when nothing is there.
 
@@ -440,11 +455,17 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     record, summaries = _read(model_path)
     old = BoundaryProjector.from_state(record)
     entries = [dict(e) for e in record.meta.get("sources", [])]
+    evicted = record.meta.get("evicted_sources", [])
     work, reports = [], []
     fix = "refit the model from its sources, or write new rows to a new source"
     for src in srcs:
         _check_features(src, old, model_path)
         entry = ledger.find(entries, src.key())
+        if entry is None and ledger.find(evicted, src.key()) is not None:
+            # the window or forget dropped it: a glob still matching it must not merge it again
+            reports.append({"url": src.url, "status": "evicted before", "rows_merged": 0,
+                            "rows_skipped": src.n_rows})
+            continue
         with clock("check"):
             start = ledger.held_rows(entry, src, f"model {model_path}", fix)
         if verify and entry:
@@ -504,7 +525,8 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     with clock("write"):
         version = store.write_record(
             model_path, new.to_state().with_meta(**{"sources": kept, "history": history,
-                                     **_feature_meta(new, meta, srcs)}),
+                                     **_feature_meta(new, meta, srcs),
+                                     **_evicted_meta(meta, evicted)}),
             base=record.version, summaries=summaries)
     return {**base, "status": "updated", "version": version, "rows_added": n_new,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
@@ -580,7 +602,8 @@ def forget_sources(model_path, patterns):
         with clock("write"):
             version = store.write_record(
                 model_path, new.to_state().with_meta(**{"sources": kept, "history": history,
-                                         **_feature_meta(new, meta, [])}),
+                                         **_feature_meta(new, meta, []),
+                                         **_evicted_meta(meta, gone)}),
                 base=record.version,
                 summaries={e["id"]: summaries[e["id"]] for e in kept})
     return {"command": "forget", "status": "forgotten", "model": str(model_path), "version": version,
@@ -670,7 +693,8 @@ def merge_models(model_path, others):
         with clock("write"):
             version = store.write_record(
                 model_path, new.to_state().with_meta(**{"sources": entries + added, "history": history,
-                                         **_feature_meta(new, meta, [])}),
+                                         **_feature_meta(new, meta, []),
+                                         **_evicted_meta(meta, [])}),
                 base=record.version, summaries=summaries)
     return {"command": "merge", "status": "merged", "model": str(model_path), "version": version,
             "models": reports, "rows_added": int(sum(r["rows_merged"] for r in reports)),

@@ -84,6 +84,31 @@ def test_forget_equals_a_fit_on_the_remaining_sources(days):
         jobs.forget_sources(d / "m", str(d / "day-*.zarr"))
 
 
+def test_a_glob_does_not_merge_back_what_the_window_evicted(days):
+    # nightly.toml's shape: one glob over every day, keep_last 2, run every night
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.update_model(d / "m", d / "day-1.zarr")
+    first = jobs.update_model(d / "m", str(d / "day-[0-3].zarr"), keep_last=2)
+    assert sorted(u.rsplit("/", 1)[1] for u in first["evicted"]) == ["day-0.zarr", "day-1.zarr"]
+    assert_fit_on(d / "m", X[rows(2, 3)], y[rows(2, 3)])
+    again = jobs.update_model(d / "m", str(d / "day-[0-3].zarr"), keep_last=2)
+    assert again["status"] == "unchanged"
+    assert {s["url"].rsplit("/", 1)[1]: s["status"] for s in again["sources"]} == {
+        "day-0.zarr": "evicted before", "day-1.zarr": "evicted before",
+        "day-2.zarr": "skipped", "day-3.zarr": "skipped"}
+    assert_fit_on(d / "m", X[rows(2, 3)], y[rows(2, 3)])
+    # the next day arrives: merged, the oldest kept one evicted, the evicted ones stay out
+    nxt = jobs.update_model(d / "m", str(d / "day-*.zarr"), keep_last=2)
+    assert [u.rsplit("/", 1)[1] for u in nxt["evicted"]] == ["day-2.zarr"]
+    assert_fit_on(d / "m", X[rows(3, 4)], y[rows(3, 4)])
+    # forgetting keeps the memory of what was evicted
+    jobs.forget_sources(d / "m", d / "day-3.zarr")
+    last = jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    assert last["status"] == "unchanged"
+    assert_fit_on(d / "m", X[rows(4)], y[rows(4)])
+
+
 def test_window_keeps_the_newest_sources_exactly(days):
     d, X, y = days
     jobs.fit_model(d / "day-0.zarr", d / "m", keep_last=3)
