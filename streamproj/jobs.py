@@ -1047,9 +1047,10 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
         return [update_model(mod.path, inp.paths, progress=progress, keep_last=mod.keep_last,
                              max_age=mod.max_age, max_summary_memory=max_summary_memory,
                              **common)]
-    update, appended, frame, drift = done
+    update, appended, frame, _ = done
     record = store.read_record(mod.path)
     model = BoundaryProjector.from_state(record)
+    drift, _ = _frame_drift(frame, model)  # to the model as it is now, as project reports
     project = {**_project_base(model, mod.path, out.path), **appended, "drift_deg": drift,
                "frame_model_id": frame.model_id_,
                "frame_version": state["attrs"].get("model_version"), "one_read": True,
@@ -1137,10 +1138,12 @@ def run_job(config, progress=None, max_summary_memory=None):
                                           keep_last=mod.keep_last, max_age=mod.max_age,
                                           max_summary_memory=max_summary_memory, **common))
         if out.path and len(steps) == 2 and steps[1].get("output_action") == "appended":
-            if out.mode == "auto":  # the update may have moved the model past the threshold
+            if out.mode == "auto" or out.reproject_above_degrees is not None:
+                # the update may have moved the model past the threshold: as project would
                 with clock("project"):
                     again = project_model(mod.path, inp.paths, out.path, progress=bool(show),
-                                          mode="auto", reproject_above=out.reproject_above_degrees,
+                                          mode=out.mode,
+                                          reproject_above=out.reproject_above_degrees,
                                           decision=out.decision, **common)
                 if again["output_action"] == "rewritten":
                     steps[1] = again

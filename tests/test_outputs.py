@@ -331,14 +331,17 @@ def test_nightly_run_reads_each_new_row_once_and_equals_two_steps(days, monkeypa
     assert leftovers(d) == []
 
 
-def test_nightly_run_past_the_threshold_rewrites(days):
+@pytest.mark.parametrize("mode", ["auto", "append"])
+def test_nightly_run_past_the_threshold_rewrites(days, mode):
     d, X, _y = days
     (d / "in").mkdir()
-    config = _nightly_config(d, mode="auto", threshold=1e-9)
+    config = _nightly_config(d, mode=mode, threshold=1e-9)
     for night in range(2):
         (d / f"day-{night}.zarr").rename(d / "in" / f"day-{night}.zarr")
         report = jobs.run_job(load_config(config))
+    # the model this night's update made is past the threshold: rewritten the same night
     assert report["steps"][1]["output_action"] == "rewritten"
+    assert report["steps"][1]["drift_deg"] > 1e-9
     frame = frame_of(d / "o.zarr")
     assert frame.model_id_ == sp.load(d / "m").model_id_
     np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
