@@ -406,6 +406,17 @@ def _as_json(args):
     return code
 
 
+def _error(args, message, kind):
+    """The one error line on stderr (and with --json, one JSON object on stdout); exit 2."""
+    sys.stderr.write(f"streamproj: error: {message}\n")
+    if getattr(args, "json", False):
+        # a scheduler logging stdout gets a record of the failure too
+        print(json.dumps({"command": args.command, "status": "error", "error": message,
+                          "error_type": kind, "exit_code": 2}))
+        sys.stdout.flush()
+    return 2
+
+
 def main(argv=None):
     """Run ``streamproj`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
@@ -437,12 +448,10 @@ def main(argv=None):
     except StreamprojError as exc:
         if isinstance(exc, InvalidParameterError) and exc.parameter:
             exc = exc.relabel(_flag(exc.parameter))  # the estimator's check, said of the flag
-        sys.stderr.write(f"streamproj: error: {_one_line(exc)}\n")
-        return 2
+        return _error(args, _one_line(exc), type(exc).__name__)
     except OSError as exc:  # the last resort: still one line, naming the file
         where = f": {exc.filename}" if exc.filename else ""
-        sys.stderr.write(f"streamproj: error: {_one_line(exc.strerror or exc)}{where}\n")
-        return 2
+        return _error(args, f"{_one_line(exc.strerror or exc)}{where}", type(exc).__name__)
     except KeyboardInterrupt:
         sys.stderr.write("streamproj: interrupted\n")
         return 130

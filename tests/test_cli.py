@@ -313,3 +313,20 @@ def test_run_progress_follows_the_flag_then_the_config(batches, capsys):
     assert "pass 1: summaries: 100%" in capsys.readouterr().err
     assert run("run", config, "--no-progress") == 0
     assert "pass 1" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["update", "{t}/m", "{t}/nothere.zarr"],
+                                  ["info", "{t}/nothere"],
+                                  ["plot", "{t}/o.zarr", "--output", "{t}/x.txt"]])
+def test_json_errors_are_one_object_on_stdout_and_one_line_on_stderr(tmp_path, capsys, argv):
+    code = main([a.format(t=tmp_path) for a in argv] + ["--json"])
+    captured = capsys.readouterr()
+    assert code == 2
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("streamproj: error: ")
+    rep = json.loads(captured.out)
+    assert rep["status"] == "error"
+    assert rep["command"] == argv[0]
+    assert rep["exit_code"] == 2
+    assert rep["error"] == err[0].removeprefix("streamproj: error: ")
