@@ -676,7 +676,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
 
     def decision_function(self, X):
         """``X @ coef_.T + intercept_`` (computed in centred form): (n,) for two classes, else (n, K)."""
-        X = self._apply_rows(X)
+        return self._decisions(self._apply_rows(X))
+
+    def _decisions(self, X):
+        """:meth:`decision_function` of validated rows (numpy, or dask for a lazy result)."""
         scores = self._centred(X) @ self.coef_.T + self._decision_offset_
         return scores[:, 0] if self.coef_.shape[0] == 1 else scores
 

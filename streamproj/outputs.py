@@ -58,7 +58,8 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
         decision_dims: tuple[str, ...] = ("row",)
     else:
         # Centred forms: X @ coef.T + intercept itself cancels digits far from the origin.
-        decision = model.decision_function(X)
+        # (Rows as they are: the caller matched the source's features to the model's.)
+        decision = model._decisions(X)
         index = scores_to_index(model._scores(X))
         decision_dims = ("row", "class")
     predicted = model._take_classes(index)

@@ -433,3 +433,16 @@ def test_compressed_csv_is_one_block(inputs, data, tmp_path):
     assert src.kind == "csv"
     assert src.X.chunks[0] == (N,)
     np.testing.assert_array_equal(src.X.compute(), X)
+
+
+@pytest.mark.parametrize("name", ["one.parquet", "t.csv"])
+def test_projecting_a_table_source_raises_no_feature_name_warning(inputs, tmp_path, name):
+    # the sources' columns are matched to the model's by name; scikit-learn's check on
+    # the bare rows warned "X does not have valid feature names" (an error here)
+    from streamproj import jobs
+
+    spec = str(next(v[0] for v in inputs.values() if str(v[0]).endswith(name)))
+    jobs.fit_model(spec, tmp_path / "m", label="label", features="emb_*")
+    rep = jobs.project_model(tmp_path / "m", spec, tmp_path / "o.zarr", label="label",
+                             features="emb_*")
+    assert rep["rows"] == N
