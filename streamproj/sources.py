@@ -461,6 +461,7 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
         hint = " (a pattern: expand it first)" if _GLOB.search(base) else ""
         msg = f"no such input: {base}{hint}"
         raise InputError(msg)
+    detected = kind is None
     kind = kind or _detect(fs, path, base)
     url = _normalise(fs, path)
     ctx = _Ctx(spec=spec, base=base, url=url, fs=fs, path=path, storage_options=storage_options,
@@ -468,9 +469,14 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
     if kind in ("zarr", "hdf5"):
         if features is not None or label is not None:
             what = "a Zarr group" if kind == "zarr" else "an HDF5 file"
-            alt = " (or read it as an xarray dataset with kind='xarray')" if kind == "zarr" else ""
             msg = (f"{base} is {what}: it holds arrays, not columns; name them with --x/--y "
-                   f"instead of --features/--label{alt}")
+                   "instead of --features/--label")
+            if kind == "zarr" and detected:
+                # named variables of a Zarr store: an xarray dataset (xarray.Dataset.to_zarr)
+                try:
+                    return _open_xarray(ctx, x, features, label or y, label is not None)
+                except _NotADataset:
+                    raise InputError(msg) from None
             raise InputError(msg)
         if kind == "zarr":
             return _open_zarr(ctx, x, y)
@@ -989,6 +995,10 @@ def _read_hdf5_rows(fs, path, dataset, start, stop, text):
 
 
 # ------------------------------------------------------------------- xarray
+class _NotADataset(InputError):
+    """xarray cannot open the store (a plain Zarr group, not a dataset)."""
+
+
 def _open_xarray(ctx, x, features, label, label_given):
     import xarray as xr
 
@@ -1005,7 +1015,7 @@ def _open_xarray(ctx, x, features, label, label_given):
                                      chunks=None)
     except (ValueError, OSError, KeyError) as exc:
         msg = f"{ctx.base} is not a dataset xarray can read ({type(exc).__name__}: {exc})"
-        raise InputError(msg) from None
+        raise _NotADataset(msg) from None
     # Zarr lists variables in no particular order: patterns match in natural order (emb_2 < emb_10).
     variables = sorted((str(v) for v in ds.data_vars), key=_natural)
 

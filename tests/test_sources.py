@@ -446,3 +446,15 @@ def test_projecting_a_table_source_raises_no_feature_name_warning(inputs, tmp_pa
     rep = jobs.project_model(tmp_path / "m", spec, tmp_path / "o.zarr", label="label",
                              features="emb_*")
     assert rep["rows"] == N
+
+
+def test_a_zarr_dataset_with_named_variables_opens_by_its_columns(inputs):
+    # what the CLI and configs can say (they have no kind): --features/--label on a Zarr store
+    spec, options = inputs["xarray-zarr"]
+    plain = sources.open_source(spec, features="emb_*", label="label")
+    given = sources.open_source(spec, **options)
+    assert plain.kind == given.kind == "xarray"
+    np.testing.assert_array_equal(plain.X.compute(), given.X.compute())
+    # a plain group with arrays still gets the one-line hint
+    with pytest.raises(InputError, match="holds arrays, not columns; name them with --x/--y"):
+        sources.open_source(inputs["zarr-v3"][0], label="label")
