@@ -17,6 +17,7 @@ again (never subtracted).
 
 import contextlib
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +29,7 @@ from . import ledger, outputs, store
 from ._version import __version__
 from .cluster import dask_cluster, require_sbatch
 from .errors import (
+    BadValuesError,
     ClusterError,
     IncompatibleStatsError,
     InputError,
@@ -68,12 +70,22 @@ DEFAULT_REPROJECT_DEGREES = 1.0
 
 
 @contextlib.contextmanager
-def _context(prefix):
-    """Prefix user errors with where they happened (the file and array)."""
+def _context(prefix, columns=None):
+    """Prefix user errors with where they happened (the file and array).
+
+    ``columns``: the source's feature names, to name a bad value's column
+    (``(column 3)`` becomes ``(column emb_3)``).
+    """
     try:
         yield
     except StreamprojError as exc:
         text = str(exc)
+        if columns and isinstance(exc, BadValuesError):
+            text = re.sub(r"\(column (\d+)\)",
+                          lambda m: f"(column {columns[int(m.group(1))]})"
+                          if int(m.group(1)) < len(columns) else m.group(0), text)
+            if text != str(exc) and text.startswith(prefix):
+                raise type(exc)(text) from None
         # Errors about the output, the disk or the cluster already say where they happened.
         if text.startswith(prefix) or isinstance(exc, StorageError | OutputExistsError | ClusterError):
             raise
@@ -220,14 +232,19 @@ def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n
         msg = f"{src.names[1]} is missing: fitting and updating need labels"
         raise InputError(msg)
     stop = src.n_rows
-    with _context(src.spec):
+    with _context(src.spec, _named_columns(src)):
         return summary_graph(src.X[start:stop], y[start:stop], detail, row_offset=start,
                              names=src.names, max_summary_memory=max_summary_memory,
                              bfloat16=bfloat16, n_classes=n_classes)
 
 
+def _named_columns(src):
+    """Feature names worth naming in an error: the columns or variables of a table or dataset."""
+    return src.feature_names if src.kind in ("parquet", "csv", "xarray") else None
+
+
 def _finish(src, result):
-    with _context(src.spec):
+    with _context(src.spec, _named_columns(src)):
         return _plain(finish_summary(result))
 
 
@@ -815,7 +832,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     X, Y = outputs.concat_rows([(s, 0) for s in srcs])
     names = (srcs[0].names[0] if len(srcs) == 1 else f"{len(srcs)} inputs",
              srcs[0].names[1] if len(srcs) == 1 else "labels")
-    with clock("pass2"), _context(srcs[0].spec if len(srcs) == 1 else str(out)):
+    with clock("pass2"), _context(srcs[0].spec if len(srcs) == 1 else str(out),
+                                  _named_columns(srcs[0]) if len(srcs) == 1 else None):
         arrays = projection_arrays(model, X, Y, names)
         ranges = _source_ranges(srcs)
         action = "rewritten" if state is not None else "written"

@@ -72,9 +72,14 @@ def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         value = X[row]
-        shown = value[~np.isfinite(value)][0] if np.ndim(value) else value
+        where = ""
+        if np.ndim(value):
+            column = int(np.flatnonzero(~np.isfinite(value))[0])
+            shown, where = value[column], f" (column {column})"
+        else:
+            shown = value
         msg = (
-            f"{what} has a non-finite value ({shown}) in row {row_offset + row}; "
+            f"{what} has a non-finite value ({shown}) in row {row_offset + row}{where}; "
             "drop or impute NaN/inf rows before fitting"
         )
         raise BadValuesError(msg)

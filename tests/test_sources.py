@@ -458,3 +458,25 @@ def test_a_zarr_dataset_with_named_variables_opens_by_its_columns(inputs):
     # a plain group with arrays still gets the one-line hint
     with pytest.raises(InputError, match="holds arrays, not columns; name them with --x/--y"):
         sources.open_source(inputs["zarr-v3"][0], label="label")
+
+
+@pytest.mark.parametrize("step", ["fit", "project"])
+def test_a_bad_value_in_a_table_names_its_row_and_column(tmp_path, data, step):
+    from streamproj import jobs
+
+    X, y = data
+    df = _frame(X, y)
+    df.loc[777, "emb_3"] = np.nan
+    _parquet(tmp_path / "bad.parquet", df, row_group_size=200)
+    if step == "project":
+        _parquet(tmp_path / "good.parquet", _frame(X, y))
+        jobs.fit_model(tmp_path / "good.parquet", tmp_path / "m", label="label")
+    def run():
+        if step == "fit":
+            return jobs.fit_model(tmp_path / "bad.parquet", tmp_path / "m", label="label")
+        return jobs.project_model(tmp_path / "m", tmp_path / "bad.parquet",
+                                  tmp_path / "o.zarr", label="label")
+
+    with pytest.raises(BadValuesError, match=r"bad.parquet\[.*\] has a non-finite value \(nan\) "
+                                             r"in row 777 \(column emb_3\)"):
+        run()
