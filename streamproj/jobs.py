@@ -829,6 +829,9 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             return {**base, **report, "drift_deg": drift, "frame_model_id": frame.model_id_,
                     "frame_version": state["attrs"].get("model_version"),
                     "timings": clock.report(), "versions": _versions(meta["version"])}
+    if state is not None and state["attrs"].get("sources"):
+        # a rewrite in the new frame holds every row OUT held, not just this run's inputs
+        srcs = _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks)
     X, Y = outputs.concat_rows([(s, 0) for s in srcs])
     names = (srcs[0].names[0] if len(srcs) == 1 else f"{len(srcs)} inputs",
              srcs[0].names[1] if len(srcs) == 1 else "labels")
@@ -843,6 +846,41 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             "rows": int(X.shape[0]), "rows_written": int(X.shape[0]), "drift_deg": drift,
             "sources": [{"url": s.url, "rows_written": s.n_rows, "rows_skipped": 0} for s in srcs],
             "timings": clock.report(), "versions": _versions(meta["version"])}
+
+
+def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks):
+    """The sources OUT records (reopened, in OUT's order) followed by the new ones in ``srcs``.
+
+    A recorded source that cannot be read any more is refused in one line: a
+    rewrite without it would drop the rows OUT holds of it.
+    """
+    given = {ledger.key_of(s.key()): s for s in srcs}
+    out_srcs = []
+    for entry in state["attrs"]["sources"]:
+        src = given.pop(ledger.key_of(entry), None)
+        if src is None:
+            x, label = entry.get("x"), entry.get("y")
+            try:
+                if isinstance(x, list):  # columns or variables
+                    (src,) = open_inputs([entry["url"]], features=x, label=label,
+                                         require_y=False,
+                                         allow_missing_chunks=allow_missing_chunks)
+                else:
+                    (src,) = open_inputs([entry["url"]], x or "X", label or "y",
+                                         require_y=False,
+                                         allow_missing_chunks=allow_missing_chunks)
+            except (StreamprojError, ValueError) as exc:
+                msg = (f"cannot rewrite {out} in the model's frame: it holds {entry['rows']} rows "
+                       f"of {entry['url']}, which cannot be read now ({exc}); give that input "
+                       f"too, or replace {out} with --overwrite (without --append)")
+                raise InputError(msg) from None
+            if src.n_rows < int(entry["rows"]):
+                msg = (f"cannot rewrite {out} in the model's frame: {entry['url']} has "
+                       f"{src.n_rows} rows but {out} holds {entry['rows']} of it")
+                raise InputError(msg)
+            _check_features(src, model, model_path)
+        out_srcs.append(src)
+    return out_srcs + [s for s in srcs if ledger.key_of(s.key()) in given]
 
 
 def _project_base(model, model_path, out):

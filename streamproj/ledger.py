@@ -35,6 +35,7 @@ from .errors import InputError, SourceChangedError
 __all__ = [
     "find",
     "held_rows",
+    "key_of",
     "matching",
     "new_id",
     "parse_age",
@@ -47,7 +48,8 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def _key_of(entry):
+def key_of(entry):
+    """What identifies a source in a ledger entry or key, as a hashable tuple."""
     x = entry.get("x")
     return (entry.get("url"), entry.get("kind", "zarr"), tuple(x) if isinstance(x, list) else x,
             entry.get("y"))
@@ -55,8 +57,8 @@ def _key_of(entry):
 
 def find(ledger, key):
     """The entry of ``ledger`` for a source key (:meth:`streamproj.sources.Source.key`), or None."""
-    want = _key_of(key)
-    return next((e for e in ledger if _key_of(e) == want), None)
+    want = key_of(key)
+    return next((e for e in ledger if key_of(e) == want), None)
 
 
 def stamp(src):

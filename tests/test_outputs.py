@@ -365,3 +365,36 @@ def test_nightly_run_with_an_output_behind_the_model_appends_what_it_lacks(days)
     frame = frame_of(d / "o.zarr")
     np.testing.assert_allclose(np.sort(store.open_output(d / "o.zarr")["projection"][:, 0]),
                                np.sort(frame.transform(X[:900])[:, 0]), rtol=1e-12, atol=1e-12)
+
+
+def test_a_rewrite_in_the_new_frame_keeps_every_row_the_output_held(days):
+    # append day-1 (OUT holds days 0-1), then rewrite past the threshold given day-2 only:
+    # the rewrite must hold days 0, 1 and 2 (it kept only day-2 before)
+    d, X, _y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr")
+    jobs.update_model(d / "m", [d / "day-1.zarr", d / "day-2.zarr"])
+    jobs.project_model(d / "m", d / "day-1.zarr", d / "o.zarr", mode="append")
+    rep = jobs.project_model(d / "m", d / "day-2.zarr", d / "o.zarr", mode="append",
+                             reproject_above=0.0)
+    assert rep["output_action"] == "rewritten"
+    assert rep["rows"] == 900
+    frame = frame_of(d / "o.zarr")
+    assert frame.model_id_ == sp.load(d / "m").model_id_
+    np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
+                               frame.transform(X[:900]), rtol=1e-12, atol=1e-12)
+
+
+def test_a_rewrite_that_cannot_read_a_held_source_is_refused_untouched(days):
+    d, _X, _y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", d / "day-0.zarr", d / "o.zarr")
+    jobs.update_model(d / "m", d / "day-1.zarr")
+    before = tree(d / "o.zarr")
+    (d / "day-0.zarr").rename(d / "moved.zarr")
+    with pytest.raises(sp.errors.InputError, match=r"cannot rewrite .*o.zarr.* holds 300 rows of "
+                                                   r".*day-0.zarr, which cannot be read now"):
+        jobs.project_model(d / "m", d / "day-1.zarr", d / "o.zarr", mode="append",
+                           reproject_above=0.0)
+    assert tree(d / "o.zarr") == before
+    assert leftovers(d) == []
