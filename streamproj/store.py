@@ -76,6 +76,7 @@ __all__ = [
     "MODEL_FORMAT",
     "PROJECTION_NAMES",
     "check_disjoint",
+    "check_writable_location",
     "create_output_array",
     "grow_output_array",
     "is_local",
@@ -156,6 +157,31 @@ def _inside(a, b):
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
+# Protocols whose writes do not outlive the process: a model or output there is lost.
+_TRANSIENT = ("memory://",)
+
+
+def check_writable_location(url: object, role: str = "output") -> None:
+    """Refuse a place to write that would silently not be what was meant.
+
+    A local name that starts like a URL without its ``//`` (``s3:/bucket/m``,
+    ``s3:bucket/m``, ``gs:x``) would create a local folder named ``s3:``; a
+    ``memory://`` URL keeps nothing once the command ends.
+    """
+    text = str(url)
+    if text.lower().startswith(_TRANSIENT):
+        msg = (f"the {role} {text} is in memory only and would be lost when the command "
+               "ends; give a local path or a persistent URL (s3://, gs://, file://)")
+        raise InputError(msg)
+    if is_local(text) and not text.startswith("file://"):
+        first = text.split("/", 1)[0].split(os.sep, 1)[0]
+        if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]+:.*", first) and not re.fullmatch(r"[A-Za-z]:.*", first):
+            scheme = first.split(":", 1)[0]
+            msg = (f"the {role} {text} looks like a URL missing '//' (did you mean "
+                   f"{scheme}://{text[len(scheme) + 1:].lstrip('/')}?); nothing was written")
+            raise InputError(msg)
+
+
 def check_disjoint(*named: tuple[str, object]) -> None:
     """Refuse when two of the named locations overlap (equal, or one inside the other).
 
@@ -165,6 +191,9 @@ def check_disjoint(*named: tuple[str, object]) -> None:
         ``(role, location)`` pairs, e.g. ``("input", "data.zarr")``; None is skipped.
     """
     given = [(role, url) for role, url in named if url is not None]
+    for role, url in given:
+        if role in ("model", "output", "figure"):
+            check_writable_location(url, role)
     for i, (role_a, a) in enumerate(given):
         for role_b, b in given[i + 1 :]:
             if _inside(a, b) or _inside(b, a):
@@ -233,9 +262,21 @@ def _tag():
     return f"{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+# The names streamproj's writers give their temporaries: ``….tmp-HOST-PID-8hex`` / ``.old-``.
+_LEFTOVER = re.compile(r"\.(?:tmp|old)-(.+)-(\d+)-[0-9a-f]{8}$")
+
+
+def _dead_leftover(name):
+    """True for a temporary a streamproj writer named (:func:`_tag`) that no live one holds.
+
+    Anything else — a user's ``.OUT.tmp-backup`` included — is not ours to remove.
+    """
+    return _LEFTOVER.search(name) is not None and not _alive(name)
+
+
 def _alive(name):
     """False when a leftover's name says it was made by a dead process on this host."""
-    match = re.search(r"\.(?:tmp|old)-(.+)-(\d+)-[0-9a-f]{8}$", name)
+    match = _LEFTOVER.search(name)
     if not match:
         return False
     host, pid = match.group(1), int(match.group(2))
@@ -329,8 +370,7 @@ def _recover(dest):
         return
     prefix = f".{dest.name}."
     leftovers = [p for p in dest.parent.iterdir()
-                 if p.name.startswith(prefix) and (".tmp-" in p.name or ".old-" in p.name)
-                 and not _alive(p.name)]
+                 if p.name.startswith(prefix) and _dead_leftover(p.name)]
     olds = sorted((p for p in leftovers if p.name.startswith(prefix + "old-")),
                   key=lambda p: p.stat().st_mtime)
     if olds and not dest.exists() and not dest.is_symlink():
@@ -877,7 +917,8 @@ def open_output(url):
         dest = _local_path(url)
         if not dest.exists():
             real = _real(url)
-            olds = list(real.parent.glob(f".{real.name}.old-*")) if real.parent.is_dir() else []
+            olds = ([p for p in real.parent.glob(f".{real.name}.old-*") if _LEFTOVER.search(p.name)]
+                    if real.parent.is_dir() else [])
             if olds:
                 msg = (f"{url} is missing because its replacement was interrupted; rerun the "
                        "command that writes it (the old output is restored first)")
@@ -1175,7 +1216,11 @@ def _current_version(path):
     pointer = path / _CURRENT
     if not pointer.is_file():
         return None
-    name = pointer.read_text().strip()
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        msg = f"{path}/{_CURRENT} is not text (it should name a version, e.g. v000001); the model is damaged"
+        raise ModelError(msg) from None
     _check_pointer(path, name)
     if not (path / name).is_dir():
         msg = f"{path}/{_CURRENT} names {name}, which is not a folder in the model; the model is damaged"
@@ -1193,7 +1238,7 @@ def _clean_model(path):
         return  # never delete anything from a model we cannot read
     number = _version_number(current)
     for item in path.iterdir():
-        if item.name.startswith(".") and ".tmp-" in item.name and not _alive(item.name):
+        if item.name.startswith(".") and ".tmp-" in item.name and _dead_leftover(item.name):
             _remove(item)
         elif _version_number(item.name) > number and item.is_dir():
             _remove(item)  # an orphan: written, never made current

@@ -391,3 +391,56 @@ def test_config_output_directory_is_created_like_fit(setup, tmp_path):
     """))
     assert run("run", config) == 0
     assert store.open_output(d / "deep" / "er" / "o.zarr")["projection"].shape == (300, 2)
+
+
+# ------------------------------------------------ names that only look like ours
+def test_user_files_named_like_temporaries_are_never_removed_or_renamed(setup, monkeypatch):
+    d, *_ = setup
+    mine = {
+        d / ".o.zarr.tmp-mybackup": "backup",
+        d / ".o.zarr.old-2024": "last year",
+        d / "m" / ".notes.tmp-1": "notes",
+        d / ".p.zarr.old-mine": "mine",
+    }
+    for path, text in mine.items():
+        path.mkdir()
+        (path / "f.txt").write_text(text)
+    monkeypatch.chdir(d)
+    assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
+    assert run("update", d / "m", d / "d.zarr") == 0
+    # a missing output with a lookalike ".old-" beside it: nothing is "restored" from it
+    assert run("project", d / "m", d / "d.zarr", "--output", d / "p.zarr") == 0
+    for path, text in mine.items():
+        assert (path / "f.txt").read_text() == text, path
+    assert not (d / "p.zarr" / "f.txt").exists()
+
+
+@pytest.mark.parametrize(("argv", "role", "fix"), [
+    (["fit", "{d}/d.zarr", "--model", "s3:/bucket/m"], "model", "s3://bucket/m"),
+    (["fit", "{d}/d.zarr", "--model", "s3:bucket/m"], "model", "s3://bucket/m"),
+    (["project", "{d}/m", "{d}/d.zarr", "--output", "gs:bucket/o.zarr"], "output", "gs://bucket/o.zarr"),
+    (["plot", "{d}/o.zarr", "--output", "s3:fig.png"], "figure", "s3://fig.png"),
+])
+def test_a_url_missing_its_slashes_writes_no_local_folder(setup, capsys, monkeypatch, argv, role,
+                                                            fix):
+    d, *_ = setup
+    monkeypatch.chdir(d)
+    line = refused(capsys, d, *[a.format(d=d) for a in argv], match="looks like a URL missing '//'")
+    assert f"the {role} " in line
+    assert f"did you mean {fix}?" in line
+
+
+@pytest.mark.parametrize("argv", [["fit", "{d}/d.zarr", "--model", "memory://m"],
+                                  ["project", "{d}/m", "{d}/d.zarr", "--output", "memory://o.zarr"]])
+def test_an_in_memory_url_is_refused_as_a_place_to_keep_anything(setup, capsys, argv):
+    d, *_ = setup
+    refused(capsys, d, *[a.format(d=d) for a in argv], match="is in memory only")
+
+
+def test_a_current_pointer_that_is_not_text_is_one_line(setup, capsys):
+    d, *_ = setup
+    (d / "m" / "CURRENT").write_bytes(b"\x00\xffjunk\n")
+    for argv in (["info", d / "m"], ["update", d / "m", d / "d.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "q.zarr"]):
+        line = refused(capsys, d, *argv, match="CURRENT is not text")
+        assert "the model is damaged" in line
