@@ -1029,7 +1029,8 @@ def is_output(path):
     try:
         store.open_output(path)
     except StreamprojError:
-        return False
+        # a damaged or unfinished output is still an output: its reader says what is wrong
+        return store.looks_like_output(path)
     return True
 
 

@@ -80,6 +80,7 @@ __all__ = [
     "create_output_array",
     "grow_output_array",
     "is_local",
+    "looks_like_output",
     "model_exists",
     "model_lock",
     "normalise",
@@ -666,6 +667,21 @@ def _local_kind(dest):
     return "foreign"
 
 
+def looks_like_output(url) -> bool:
+    """True when ``url`` carries a streamproj output's marks, complete and readable or not.
+
+    For telling an output from a model directory before reading either (``info``).
+    """
+    if is_local(url):
+        return _local_kind(_real(url)) == "streamproj"
+    fs, root = _fs(url)
+    try:
+        kind, _ = _remote_state(fs, str(root).rstrip("/"))
+    except Exception:  # unreachable: let the reader say why
+        return False
+    return kind in ("pointer", "unfinished", "legacy")
+
+
 def _refuse_foreign(url):
     msg = (f"{url} exists and is not a streamproj output (no streamproj attributes in its "
            "zarr.json); --overwrite only replaces a streamproj output or an empty folder, "
@@ -776,7 +792,8 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
                 group = zarr.open_group(str(tmp), mode="w-")
             group.attrs.update({**(attrs or {}), "complete": False})
             _GUARDS[id(group)] = guard
-            yield group
+            with zarr.config.set({"array.write_empty_chunks": True}):  # appended chunks too
+                yield group
             group.attrs["complete"] = True
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "consolidated metadata is not in the v3 spec"
@@ -851,7 +868,8 @@ def _remote_output(url, overwrite, attrs, append=False, expect=None):
     guard = _WriteGuard()
     _GUARDS[id(group)] = guard
     try:
-        yield group
+        with zarr.config.set({"array.write_empty_chunks": True}):  # appended chunks too
+            yield group
         guard.close()
         with _remote_errors(f"output {url}"):
             group.attrs["complete"] = True
@@ -954,6 +972,14 @@ def open_output(url):
     if not any(name in group for name in PROJECTION_NAMES):
         msg = f"{url} is not a streamproj projection (no 'projection' array, nor 0.1's 'coords')"
         raise InputError(msg)
+    # every chunk of an output is written (write_empty_chunks): a missing one is damage,
+    # which Zarr would otherwise read as zeros
+    for name, arr in group.arrays():
+        missing = _first_missing_chunk(arr)
+        if missing is not None:
+            msg = (f"{url}/{name}: the chunk file of rows {missing[0]}..{missing[1]} is missing; "
+                   "the output is damaged: rewrite it (project ... --overwrite)")
+            raise InputError(msg)
     return group
 
 

@@ -444,3 +444,39 @@ def test_a_current_pointer_that_is_not_text_is_one_line(setup, capsys):
                  ["project", d / "m", d / "d.zarr", "--output", d / "q.zarr"]):
         line = refused(capsys, d, *argv, match="CURRENT is not text")
         assert "the model is damaged" in line
+
+
+# ------------------------------------------------------------- damaged outputs
+def test_a_missing_output_chunk_is_refused_by_every_reader(setup, capsys, tmp_path):
+    # outputs write every chunk, so a missing chunk file is damage, never zeros
+    d, *_ = setup
+    out = d / "o.zarr"
+    chunk = next(p for p in (out / "projection").rglob("*") if p.is_file() and p.name != "zarr.json")
+    chunk.unlink()
+    for argv in (["info", out], ["plot", out, "--output", tmp_path / "f.png"],
+                 ["project", d / "m", d / "d.zarr", "--output", out, "--append"]):
+        line = refused(capsys, d, *argv, match="is missing; the output is damaged")
+        assert "o.zarr/projection" in line
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_a_truncated_output_chunk_is_one_line_naming_the_rows(setup, capsys, tmp_path):
+    d, *_ = setup
+    out = d / "o.zarr"
+    chunk = next(p for p in (out / "projection").rglob("*") if p.is_file() and p.name != "zarr.json")
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    line = refused(capsys, d, "plot", out, "--output", tmp_path / "f.png", match="cannot be read")
+    assert "o.zarr/projection: rows " in line
+
+
+def test_appended_chunks_of_fill_values_are_written_too(tmp_path):
+    # predicted holds class index 0 (the fill value) for a whole chunk: still a file on disk
+    X, y = make_classes(n=200, p=3, seed=71)
+    X[100:] = X[y == 0][:1]  # the second day: every row predicted as class 0
+    write_zarr(tmp_path / "a.zarr", X[:100], y[:100], chunk_rows=50)
+    write_zarr(tmp_path / "b.zarr", X[100:], y[100:], chunk_rows=50)
+    assert run("fit", tmp_path / "a.zarr", "--model", tmp_path / "m") == 0
+    assert run("project", tmp_path / "m", tmp_path / "a.zarr", "--output", tmp_path / "o.zarr") == 0
+    assert run("project", tmp_path / "m", tmp_path / "b.zarr", "--output", tmp_path / "o.zarr",
+               "--append") == 0
+    assert run("info", tmp_path / "o.zarr") == 0

@@ -65,16 +65,17 @@ def output_source(out):
     group = out if isinstance(out, zarr.Group) else store.open_output(out)
     attrs: dict[str, Any] = group.attrs.asdict()
     meta: dict[str, Any] = attrs.get("streamproj", {})
-    z = coordinates(group, str(out))
+    # a corrupt chunk is one line naming the array and rows, not a codec traceback
+    z = store.CheckedArray(coordinates(group, str(out)), f"{out}/projection")
     arrays = {"z": z}
     if "y" in group:
-        arrays["y"] = group["y"]
+        arrays["y"] = store.CheckedArray(group["y"], f"{out}/y")
     if "predicted" in group:
-        arrays["predicted"] = group["predicted"]
+        arrays["predicted"] = store.CheckedArray(group["predicted"], f"{out}/predicted")
     if "y" not in arrays and "predicted" not in arrays:
         msg = f"{out} holds neither 'y' nor 'predicted'; a picture needs one to colour the rows"
         raise InputError(msg)
-    arrays["label"] = arrays.get("y", arrays.get("predicted"))
+    arrays["label"] = arrays["y"] if "y" in arrays else arrays["predicted"]
     classes = np.asarray(meta["classes"])
     coef = np.asarray(meta["coef"], dtype=np.float64)
     d = z.shape[1]
