@@ -16,6 +16,7 @@ again (never subtracted).
 """
 
 import contextlib
+import fnmatch
 import os
 import re
 import time
@@ -1048,6 +1049,22 @@ def _check_job_paths(config):
                              ("[model] boundary", mod.boundary),
                              *[("[output] input", p) for p in (out.inputs or [])],
                              ("[model] path", mod.path), ("[output] path", out.path))
+        # a glob over the inputs' folder may come to match what the job writes there
+        for role, target in (("[model] path", mod.path), ("[output] path", out.path)):
+            if target is None or not store.is_local(target):
+                continue
+            real = os.path.realpath(os.path.expanduser(str(target)))
+            for pattern in [*inp.paths, *(out.inputs or [])]:
+                full = os.path.realpath(os.path.expanduser(str(pattern)))
+                if any(c in str(pattern) for c in "*?[") and fnmatch.fnmatch(real, full):
+                    msg = (f"[input] paths pattern {pattern} matches the {role} {target}: a "
+                           "later run would read it as an input; narrow the pattern or move it")
+                    raise InputError(msg)
+        if out.path is not None and store.is_local(out.path) and store.local_kind(out.path) == "foreign":
+            # refused before the model step, so a bad [output] path changes nothing
+            msg = (f"[output] path {out.path} exists and is not a streamproj output; it is "
+                   "never replaced: choose another output")
+            raise OutputExistsError(msg)
 
 
 def _fit_params(model):

@@ -80,6 +80,7 @@ __all__ = [
     "create_output_array",
     "grow_output_array",
     "is_local",
+    "local_kind",
     "looks_like_output",
     "model_exists",
     "model_lock",
@@ -665,6 +666,11 @@ def _local_kind(dest):
             if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
                 return "streamproj"
     return "foreign"
+
+
+def local_kind(url) -> str:
+    """What is at a local output path: "absent", "empty", "streamproj" or "foreign"."""
+    return _local_kind(_real(url))
 
 
 def looks_like_output(url) -> bool:

@@ -66,3 +66,35 @@ def test_failed_projection_leaves_nothing_and_keeps_the_old_output(tmp_path):
     out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
     np.testing.assert_allclose(out["projection"][:], m.transform(X), rtol=1e-13)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
+
+
+def _job(tmp_path, paths, out, overwrite=False):
+    config = tmp_path / "job.toml"
+    config.write_text(f'[input]\npaths = ["{paths}"]\n[model]\npath = "{tmp_path / "m"}"\n'
+                      f'[output]\npath = "{out}"\noverwrite = {str(overwrite).lower()}\n')
+    from streamproj.config import load_config
+
+    return load_config(config)
+
+
+def test_a_job_whose_input_glob_matches_its_output_is_refused_before_anything(tmp_path):
+    X, y = make_classes(n=200, p=3, seed=72)
+    (tmp_path / "data").mkdir()
+    write_zarr(tmp_path / "data" / "day-0.zarr", X, y, chunk_rows=50)
+    config = _job(tmp_path, tmp_path / "data" / "*.zarr", tmp_path / "data" / "proj.zarr")
+    with pytest.raises(sp.errors.InputError, match=r"pattern .*\*.zarr matches the \[output\] path"):
+        jobs.run_job(config)
+    assert not (tmp_path / "m").exists()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["day-0.zarr"]
+
+
+def test_a_job_refuses_a_foreign_output_before_it_writes_the_model(tmp_path):
+    X, y = make_classes(n=200, p=3, seed=73)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
+    home = tmp_path / "home"
+    (home / "thesis").mkdir(parents=True)
+    (home / "thesis" / "ch1.tex").write_text("years")
+    with pytest.raises(OutputExistsError, match="is not a streamproj output"):
+        jobs.run_job(_job(tmp_path, tmp_path / "d.zarr", home, overwrite=True))
+    assert not (tmp_path / "m").exists()
+    assert (home / "thesis" / "ch1.tex").read_text() == "years"
