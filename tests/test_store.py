@@ -480,3 +480,11 @@ def test_appended_chunks_of_fill_values_are_written_too(tmp_path):
     assert run("project", tmp_path / "m", tmp_path / "b.zarr", "--output", tmp_path / "o.zarr",
                "--append") == 0
     assert run("info", tmp_path / "o.zarr") == 0
+
+
+def test_plot_never_writes_into_the_model_or_inputs_its_output_came_from(setup, capsys):
+    d, *_ = setup
+    for target in (d / "m" / "x.png", d / "d.zarr" / "y.png"):
+        line = refused(capsys, d, "plot", d / "o.zarr", "--output", target,
+                       match="they must not overlap (choose another figure)")
+        assert f"the figure {target} is inside" in line

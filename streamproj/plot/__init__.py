@@ -13,6 +13,8 @@ over rows), :mod:`.figure` (drawing), :mod:`.picture` (putting them together).
 matplotlib is imported only when a picture is drawn.
 """
 
+import contextlib
+
 import numpy as np
 
 from ..errors import InputError
@@ -227,7 +229,14 @@ def check_figure(figure, out, model_path=None):
         msg = (f"plot --output {figure}: figures are written to local files only; write it "
                "locally and upload it (streamproj.store.write_bytes does it in Python)")
         raise InputError(msg)
-    store.check_disjoint(("projection", out), ("model", model_path), ("figure", figure))
+    recorded = []  # the model and inputs OUT was made from: a figure must not land in them
+    with contextlib.suppress(Exception):
+        meta = store.open_output(out).attrs.get("streamproj", {})
+        recorded = [("model that wrote it", meta.get("model_path"))] + [
+            ("input", s.get("url")) for s in meta.get("sources", []) if isinstance(s, dict)]
+    store.check_disjoint(("figure", figure), ("projection", out), ("model", model_path))
+    for role, url in recorded:  # the figure against each (they may be the --model itself)
+        store.check_disjoint(("figure", figure), (role, url))
     path = Path(figure).expanduser()
     if path.is_dir():
         msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
