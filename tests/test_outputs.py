@@ -27,6 +27,14 @@ def days(tmp_path):
     return tmp_path, X, y
 
 
+def assert_rewritten_in_the_model_frame(d, rows):
+    """OUT (d/o.zarr) is in the frame of the model d/m and holds ``rows`` projected in it."""
+    frame = frame_of(d / "o.zarr")
+    assert frame.model_id_ == sp.load(d / "m").model_id_
+    np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
+                               frame.transform(rows), rtol=1e-12, atol=1e-12)
+
+
 def frame_of(out):
     group = store.open_output(out)
     return sp.BoundaryProjector.from_saved(*store.read_output_frame(group))
@@ -342,10 +350,7 @@ def test_nightly_run_past_the_threshold_rewrites(days, mode):
     # the model this night's update made is past the threshold: rewritten the same night
     assert report["steps"][1]["output_action"] == "rewritten"
     assert report["steps"][1]["drift_deg"] > 1e-9
-    frame = frame_of(d / "o.zarr")
-    assert frame.model_id_ == sp.load(d / "m").model_id_
-    np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
-                               frame.transform(X[:600]), rtol=1e-12, atol=1e-12)
+    assert_rewritten_in_the_model_frame(d, X[:600])
 
 
 def test_nightly_run_with_an_output_behind_the_model_appends_what_it_lacks(days):
@@ -379,10 +384,7 @@ def test_a_rewrite_in_the_new_frame_keeps_every_row_the_output_held(days):
                              reproject_above=0.0)
     assert rep["output_action"] == "rewritten"
     assert rep["rows"] == 900
-    frame = frame_of(d / "o.zarr")
-    assert frame.model_id_ == sp.load(d / "m").model_id_
-    np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
-                               frame.transform(X[:900]), rtol=1e-12, atol=1e-12)
+    assert_rewritten_in_the_model_frame(d, X[:900])
 
 
 def test_a_rewrite_that_cannot_read_a_held_source_is_refused_untouched(days):
