@@ -509,7 +509,14 @@ def _array(group, url, name, flag):
     try:
         arr = group[name]
     except KeyError:
-        names = sorted(group.array_keys())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            names = sorted(group.array_keys())
+        if caught:  # zarr met metadata it could not read (a damaged zarr.json) and warned
+            msg = (f"{url} has no readable array {name!r} (arrays: {', '.join(names) or 'none'}; "
+                   f"zarr could not read some metadata: {_short(caught[0].message)}); "
+                   f"check {url}/{name}/zarr.json")
+            raise InputError(msg) from None
         msg = (
             f"{url} has no array {name!r} (arrays: {', '.join(names) or 'none'}); "
             f"name the right one with {flag}"

@@ -488,3 +488,11 @@ def test_plot_never_writes_into_the_model_or_inputs_its_output_came_from(setup, 
         line = refused(capsys, d, "plot", d / "o.zarr", "--output", target,
                        match="they must not overlap (choose another figure)")
         assert f"the figure {target} is inside" in line
+
+
+def test_a_damaged_array_zarr_json_is_one_line_naming_it(setup, capsys):
+    d, *_ = setup
+    (d / "d.zarr" / "X" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "array"}')
+    line = refused(capsys, d, "fit", d / "d.zarr", "--model", d / "m2",
+                   match="has no readable array 'X'")
+    assert "d.zarr/X/zarr.json" in line
