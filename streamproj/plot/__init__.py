@@ -94,11 +94,16 @@ def plot_output(out, figure, model=None, **options):
     Keyword options are those of :func:`draw_output` (PNG) or
     :func:`view_output` (HTML). Returns the figure's path.
     """
+    from .. import store
+
     if str(figure).lower().endswith((".html", ".htm")):
-        view_output(out, **{k: v for k, v in options.items() if k in ("axes", "top")}).save(figure)
+        view = view_output(out, **{k: v for k, v in options.items() if k in ("axes", "top")})
+        with store.storage_errors(f"figure {figure}"):
+            view.save(figure)
         return figure
     fig = draw_output(out, model, **options)
-    fig.savefig(figure, dpi=fig.dpi)
+    with store.storage_errors(f"figure {figure}"):  # a full disk or no permission: one line, named
+        fig.savefig(figure, dpi=fig.dpi)
     return figure
 
 
