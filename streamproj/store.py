@@ -402,8 +402,13 @@ def _lock_file(lock_path):
     while True:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:  # another user's lock file: flock works on a read-only handle
-            fd = os.open(lock_path, os.O_RDONLY)
+        except PermissionError as denied:
+            # another user's lock file: flock works on a read-only handle; if there is
+            # none to open, the folder itself is not writable: say that, not "missing"
+            try:
+                fd = os.open(lock_path, os.O_RDONLY)
+            except FileNotFoundError:
+                raise denied from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)
