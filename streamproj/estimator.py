@@ -5,7 +5,7 @@ import re
 from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import dask.array as da
 import numpy as np
@@ -36,6 +36,10 @@ from .errors import (
 from .passes import accumulate, project_blocks
 from .record import ModelRecord
 from .stats import ClassStats, bfloat16_to_float32, parse_memory
+
+if TYPE_CHECKING:
+    from .qda import StreamingQDA
+
 from .validation import (
     as_dask_rows,
     as_labels,
@@ -487,18 +491,18 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
 
     def __init__(
         self,
-        n_components=2,
-        shrinkage=None,
-        center="mean",
-        priors=None,
-        boundary=None,
+        n_components: int = 2,
+        shrinkage: str | float | None = None,
+        center: str = "mean",
+        priors: Any = None,
+        boundary: Any = None,
         *,
-        chunk_rows=None,
-        keep_class_scatter=False,
-        progress=False,
-        max_summary_memory=None,
-        bfloat16=False,
-    ):
+        chunk_rows: int | None = None,
+        keep_class_scatter: bool = False,
+        progress: bool = False,
+        max_summary_memory: int | str | None = None,
+        bfloat16: bool = False,
+    ) -> None:
         self.n_components = n_components
         self.shrinkage = shrinkage
         self.center = center
@@ -524,20 +528,20 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return "LDA" if self.boundary is None else "a boundary"
 
     # ------------------------------------------------------------ fitting
-    def summary_detail(self):
+    def summary_detail(self) -> str:
         """The ClassStats detail these parameters need ("pooled", "per_class" or "fourth")."""
         if self.boundary is not None:
             return "per_class" if self.keep_class_scatter else "pooled"
         return solvers.needed_detail(self.shrinkage, self.priors, qda=self.keep_class_scatter)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X: Any, y: Any) -> "BoundaryProjector":
         """Summarise all rows (one pass) and solve; forgets any earlier fit."""
         self._reset()
         return self._partial_fit(X, y, None, strict=True)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> "BoundaryProjector":
         """Merge more rows into the summaries (one pass over them only) and solve again.
 
         Every row given is counted, as in scikit-learn. ``classes`` on the first
@@ -616,7 +620,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             self.coef_, self.intercept_, self.center_ if one else stats.mean, lda_result)
 
     # ------------------------------------------------------------ applying
-    def transform(self, X):
+    def transform(self, X: Any) -> Any:
         """Coordinates ``(X - center_) @ components_.T`` (float64); lazy for dask/Zarr input."""
         rows = self._apply_rows(X)
         if isinstance(rows, da.Array):
@@ -625,7 +629,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             Z = np.subtract(rows, self.center_, dtype=np.float64) @ self.components_.T
         return self._wrap_output(Z, X)
 
-    def fit_transform(self, X, y, **fit_params):
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """``fit(X, y).transform(X)``."""
         return self.fit(X, y, **fit_params).transform(X)
 
@@ -642,7 +646,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         index = X.index if is_dask_frame(X) else None
         return dd.from_dask_array(Z, columns=list(self.get_feature_names_out()), index=index)
 
-    def get_feature_names_out(self, input_features=None):
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """Names of the output axes: ``boundary`` (or ``lda1``, … for K > 2), then ``pc1``, … ."""
         self._check_fitted()
         _check_feature_names_in(self, input_features, generate_names=False)
@@ -674,7 +678,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         scores = self._centred(X) @ self._score_coef_.T + self._score_offset_
         return scores[:, 0] if self._score_coef_.shape[0] == 1 else scores
 
-    def decision_function(self, X):
+    def decision_function(self, X: Any) -> np.ndarray | da.Array:
         """``X @ coef_.T + intercept_`` (computed in centred form): (n,) for two classes, else (n, K)."""
         return self._decisions(self._apply_rows(X))
 
@@ -683,11 +687,11 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         scores = self._centred(X) @ self.coef_.T + self._decision_offset_
         return scores[:, 0] if self.coef_.shape[0] == 1 else scores
 
-    def predict(self, X):
+    def predict(self, X: Any) -> np.ndarray | da.Array:
         """Predicted class labels (a lazy dask array for lazy input)."""
         return self._take_classes(solvers.scores_to_index(self._scores(self._apply_rows(X))))
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: Any) -> np.ndarray | da.Array:
         """Class probabilities, as :class:`~sklearn.discriminant_analysis.LinearDiscriminantAnalysis`.
 
         Two classes: ``expit(decision)``; more: the softmax of the decisions.
@@ -701,7 +705,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             proba = _proba_block(scores)
         return self._full_columns(proba, 0.0)
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: Any) -> np.ndarray | da.Array:
         """Log class probabilities, computed without rounding ``predict_proba`` to 0 or 1 first."""
         scores = self._scores(self._apply_rows(X))
         if isinstance(scores, da.Array):
@@ -712,7 +716,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             logp = _log_proba_block(scores)
         return self._full_columns(logp, -np.inf)
 
-    def qda(self, reg_param=0.0, ddof=0):
+    def qda(self, reg_param: float = 0.0, ddof: int = 0) -> solvers.QDA:
         """QDA solution on the same summaries.
 
         Needs ``keep_class_scatter=True`` or per-class shrinkage; :meth:`to_qda`
@@ -721,7 +725,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         self._check_fitted()
         return solvers.qda(self.stats_, reg_param, self._solved_priors(self.stats_), ddof)
 
-    def to_qda(self, reg_param=0.0, ddof=0):
+    def to_qda(self, reg_param: float = 0.0, ddof: int = 0) -> "StreamingQDA":
         """A fitted :class:`~streamproj.qda.StreamingQDA` on the same summaries (no pass over rows)."""
         from .qda import StreamingQDA
 
@@ -734,14 +738,14 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             model.feature_names_in_ = self.feature_names_in_
         return model
 
-    def reconstruction_error(self):
+    def reconstruction_error(self) -> float:
         """``Σ‖(x-c) - VVᵀ(x-c)‖²`` over the fitted rows, from the summaries."""
         self._check_fitted()
         return solvers.reconstruction_error(self.stats_, self.components_, self.center_)
 
     # -------------------------------------------------------------- storage
     @property
-    def model_id_(self):
+    def model_id_(self) -> str:
         """A short digest identifying the fitted axes, centre, boundary and data summary."""
         self._check_fitted()
         h = hashlib.blake2b(digest_size=8)
@@ -764,7 +768,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         new.boundary = boundary
         return new
 
-    def set_params(self, **params):
+    def set_params(self, **params: Any) -> "BoundaryProjector":
         """Set parameters (scikit-learn's ``set_params``); an unknown name is an InputError."""
         valid = self.get_params(deep=False)
         for key in params:
@@ -787,7 +791,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             }
         return params
 
-    def to_state(self, extra=None):
+    def to_state(self, extra: Mapping[str, Any] | None = None) -> ModelRecord:
         """The fitted model as a :class:`~streamproj.record.ModelRecord` (no file, no clock).
 
         ``extra``: more ``model.json`` fields (e.g. ``sources``, ``history``).
@@ -815,23 +819,24 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         }
         return ModelRecord(meta, self.stats_, solution)
 
-    def to_meta(self, extra=None):
+    def to_meta(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON-ready description written to ``model.json`` (:meth:`to_state`, stamped now)."""
         return {**self.to_state(extra).meta, "saved": store.timestamp()}
 
-    def save(self, path, extra=None):
+    def save(self, path: str | Path, extra: Mapping[str, Any] | None = None) -> str | Path:
         """Write the model directory ``path`` (crash-safe; see :mod:`streamproj.store`)."""
         with store.model_lock(path):
             store.write_record(path, self.to_state(extra))
         return path
 
     @classmethod
-    def from_saved(cls, meta, stats, solution):
+    def from_saved(cls, meta: Mapping[str, Any], stats: ClassStats,
+                   solution: Mapping[str, Any]) -> "BoundaryProjector":
         """The model stored as ``meta``, ``stats`` and ``solution`` (see :meth:`from_state`)."""
         return cls.from_state(ModelRecord(meta, stats, solution))
 
     @classmethod
-    def from_state(cls, record):
+    def from_state(cls, record: ModelRecord) -> "BoundaryProjector":
         """The fitted model a :class:`~streamproj.record.ModelRecord` describes (no pass over rows).
 
         The LDA solution is solved again from the record's summaries (tiny p×p
@@ -912,6 +917,6 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return model.get_params(deep=False)
 
 
-def load(path):
+def load(path: str | Path) -> "BoundaryProjector":
     """Load a model directory written by :meth:`BoundaryProjector.save`."""
     return BoundaryProjector.from_state(store.read_record(path))

@@ -12,6 +12,7 @@ step holds more than one chunk of rows per worker thread.
 """
 
 import os
+from typing import Any
 
 import dask
 import dask.array as da
@@ -111,8 +112,10 @@ def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, na
                          _concurrent_chunks(), where=f"{name}: ")
 
 
-def accumulate(X, y, detail="pooled", chunk_rows=None, progress=False, row_offset=0,
-               names=("X", "y"), max_summary_memory=None, bfloat16=False, n_classes=2):
+def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = None,
+               progress: bool = False, row_offset: int = 0, names: tuple[str, str] = ("X", "y"),
+               max_summary_memory: int | str | None = None, bfloat16: bool = False,
+               n_classes: int = 2) -> ClassStats:
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
     :func:`summary_graph` and :func:`finish_summary` are the same pass in two

@@ -292,15 +292,15 @@ class ClassStats:
 
     def __init__(
         self,
-        classes,
-        counts,
-        means,
-        within,
-        class_scatter=None,
-        comoment21=None,
-        comoment22=None,
-        mean_residuals=None,
-    ):
+        classes: Any,
+        counts: Any,
+        means: Any,
+        within: Any,
+        class_scatter: Any = None,
+        comoment21: Any = None,
+        comoment22: Any = None,
+        mean_residuals: Any = None,
+    ) -> None:
         self.classes = np.asarray(classes)
         self.counts = np.asarray(counts, dtype=np.int64)
         self.means = np.asarray(means, dtype=np.float64)
@@ -318,29 +318,29 @@ class ClassStats:
 
     # ----------------------------------------------------------------- shape
     @property
-    def detail(self):
+    def detail(self) -> str:
         """``"pooled"``, ``"per_class"`` or ``"fourth"``: how much scatter is kept."""
         if self.comoment22 is not None:
             return "fourth"
         return "pooled" if self.class_scatter is None else "per_class"
 
     @property
-    def n_features(self):
+    def n_features(self) -> int:
         """Number of features p."""
         return self.within.shape[0]
 
     @property
-    def n_classes(self):
+    def n_classes(self) -> int:
         """Number of classes K."""
         return self.classes.shape[0]
 
     @property
-    def n_samples(self):
+    def n_samples(self) -> int:
         """Rows summarised, all classes together."""
         return int(self.counts.sum())
 
     # ------------------------------------------------------- derived moments
-    def deviations(self, point):
+    def deviations(self, point: Any) -> np.ndarray:
         """Class means minus ``point``, (K, p), with the digits the rounded means lack."""
         return (self.means - point) + self.mean_residuals
 
@@ -352,12 +352,12 @@ class ClassStats:
         return anchor, (self.counts / self.n_samples) @ self.deviations(anchor)
 
     @property
-    def mean(self):
+    def mean(self) -> np.ndarray:
         """Overall mean of all rows, shape (p,)."""
         anchor, offset = self._anchored_mean()
         return anchor + offset
 
-    def mean_rounding(self):
+    def mean_rounding(self) -> np.ndarray:
         """``mean - (true mean)``, (p,): what rounding :attr:`mean` to float64 changed.
 
         Far from the origin this is ~1e-8 per unit of offset and matters to
@@ -367,28 +367,29 @@ class ClassStats:
         anchor, offset = self._anchored_mean()
         return ((anchor + offset) - anchor) - offset
 
-    def mean_deviations(self):
+    def mean_deviations(self) -> np.ndarray:
         """Class means minus the overall mean, (K, p), without cancellation far from zero."""
         anchor, offset = self._anchored_mean()
         return self.deviations(anchor) - offset
 
     @property
-    def between(self):
+    def between(self) -> np.ndarray:
         """Between-class scatter ``Σ_k n_k (μ_k-μ)(μ_k-μ)ᵀ``, shape (p, p)."""
         dev = self.mean_deviations()
         return _symmetric((dev * self.counts[:, None]).T @ dev)
 
     @property
-    def total(self):
+    def total(self) -> np.ndarray:
         """Total scatter about the overall mean ``S_T = S_W + S_B``, shape (p, p)."""
         return self.within + self.between
 
-    def covariances(self, ddof=0):
+    def covariances(self, ddof: int = 0) -> np.ndarray:
         """Per-class covariances ``M2_k / (n_k - ddof)``, shape (K, p, p)."""
         self.require("per_class", "per-class covariances")
+        assert self.class_scatter is not None  # require() said so (for the type checker)
         return self.class_scatter / (self.counts - ddof)[:, None, None]
 
-    def total_moments(self):
+    def total_moments(self) -> tuple[Any, ...]:
         """Total ``(n, M2, M21, M22)`` of all rows about the overall mean.
 
         Each class's moments are re-centred on the overall mean and summed; only
@@ -401,7 +402,7 @@ class ClassStats:
         )
         return self.n_samples, m2.sum(0), m21.sum(0), m22.sum(0)
 
-    def require(self, detail, needed_for):
+    def require(self, detail: str, needed_for: str) -> None:
         """Raise unless this summary keeps at least ``detail``."""
         if DETAILS.index(self.detail) < DETAILS.index(detail):
             msg = (
@@ -412,7 +413,7 @@ class ClassStats:
 
     # -------------------------------------------------------------- building
     @classmethod
-    def empty(cls, n_features, detail="pooled", label_dtype=np.int64):
+    def empty(cls, n_features: int, detail: str = "pooled", label_dtype: Any = np.int64) -> "ClassStats":
         """A summary of no rows (the identity of ``+``)."""
         _check_detail(detail)
         p = int(n_features)
@@ -429,8 +430,9 @@ class ClassStats:
         )
 
     @classmethod
-    def from_rows(cls, X, y, detail="pooled", row_offset=0, names=("X", "y"), bfloat16=False,
-                  max_bytes=None):
+    def from_rows(cls, X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
+                  names: tuple[str, str] = ("X", "y"), bfloat16: bool = False,
+                  max_bytes: int | None = None) -> "ClassStats":
         """Summarise rows held in memory (one chunk of the streaming pass).
 
         Parameters
@@ -478,7 +480,7 @@ class ClassStats:
             raise BadValuesError(msg)
         return cls(classes, counts, means, within, class_scatter, m21, m22, residuals)
 
-    def update(self, X, y):
+    def update(self, X: Any, y: Any) -> "ClassStats":
         """Merge rows held in memory into this summary, in place; returns self."""
         self += ClassStats.from_rows(X, y, self.detail)
         return self
@@ -496,12 +498,12 @@ class ClassStats:
         self.__dict__.update(merged.__dict__)
         return self
 
-    def copy(self):
+    def copy(self) -> "ClassStats":
         """An independent copy (arrays not shared)."""
         return ClassStats.from_arrays(self.to_arrays())
 
     # ----------------------------------------------------------- identity
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """A hex digest of the summarised content (labels, counts, means, scatter)."""
         h = hashlib.blake2b(digest_size=16)
         h.update(str(self.classes.dtype.str).encode())
@@ -510,7 +512,7 @@ class ClassStats:
         return h.hexdigest()
 
     # ------------------------------------------------------------ storage
-    def to_arrays(self):
+    def to_arrays(self) -> dict[str, Any]:
         """A dict of plain numpy arrays (no pickling needed) describing the summary."""
         arrays = {
             "format": np.array(_FORMAT),
@@ -527,7 +529,7 @@ class ClassStats:
         return arrays
 
     @classmethod
-    def from_arrays(cls, arrays):
+    def from_arrays(cls, arrays: Any) -> "ClassStats":
         """The summary :meth:`to_arrays` gave (as stored in ``stats.npz``)."""
         fmt = str(arrays.get("format", ""))
         if fmt != _FORMAT:
@@ -548,13 +550,13 @@ class ClassStats:
               for k in ("class_scatter", "comoment21", "comoment22", "mean_residuals")),
         )
 
-    def save(self, path):
+    def save(self, path: Any) -> None:
         """Write the summary losslessly to an ``.npz`` file."""
         with open(path, "wb") as f:
             np.savez(f, **self.to_arrays())
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: Any) -> "ClassStats":
         """Read a summary written by :meth:`save`."""
         try:
             with np.load(path, allow_pickle=False) as data:

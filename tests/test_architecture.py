@@ -229,13 +229,17 @@ TYPED_API = ("solvers", "qda", "validation", "sources", "progress", "cluster", "
 
 
 def _public_callables():
-    for unit in TYPED_API:
-        module = importlib.import_module(f"streamproj.{unit}")
+    import streamproj
+
+    # what ``import streamproj`` gives (the estimators, summaries, accumulate, load), then
+    # every public name of the typed modules
+    units = [("", streamproj), *((u, importlib.import_module(f"streamproj.{u}")) for u in TYPED_API)]
+    for unit, module in units:
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isfunction(obj):
                 yield f"{unit}.{name}", obj
-            elif inspect.isclass(obj) and obj.__module__ == module.__name__:
+            elif inspect.isclass(obj) and (obj.__module__ == module.__name__ or not unit):
                 for attr, member in vars(obj).items():
                     func = member.fget if isinstance(member, property) else member
                     if inspect.isfunction(func) and (not attr.startswith("_") or attr == "__init__"):
