@@ -19,7 +19,6 @@ from sklearn.covariance import OAS
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.discriminant_analysis import (
     LinearDiscriminantAnalysis,
-    QuadraticDiscriminantAnalysis,
 )
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -575,54 +574,6 @@ def test_dask_dataframe_rows_are_never_all_in_memory():
     assert reader.made >= 2 * reader.n_parts  # partitions were read (lengths, then summaries)
     print("partitions alive at once:", reader.peak, "of", reader.n_parts)
     assert reader.peak <= 8, f"{reader.peak} of {reader.n_parts} partitions were alive at once"
-
-
-# --------------------------------------------------------------------- QDA
-@pytest.mark.parametrize(("reg_param", "priors"), [(0.0, None), (0.3, None), (0.0, [0.2, 0.3, 0.5])])
-def test_streaming_qda_equals_sklearn(reg_param, priors):
-    # standardised: scikit-learn's QDA calls a class covariance with an eigenvalue
-    # below tol=1e-4 (absolute) rank deficient, and raw wine has such small ones
-    X, y = load_wine(return_X_y=True)
-    X = StandardScaler().fit_transform(X)
-    ref = QuadraticDiscriminantAnalysis(reg_param=reg_param, priors=priors).fit(X, y)
-    m = sp.StreamingQDA(reg_param=reg_param, priors=priors, chunk_rows=50).fit(X, y)
-    assert np.max(np.abs(m.predict_proba(X) - ref.predict_proba(X))) <= 1e-8
-    np.testing.assert_array_equal(m.predict(X), ref.predict(X))
-    np.testing.assert_allclose(m.decision_function(X), ref.decision_function(X), rtol=1e-8,
-                               atol=1e-8)
-    lazy = m.predict_proba(da.from_array(X, chunks=(40, -1)))
-    assert isinstance(lazy, da.Array)
-    np.testing.assert_allclose(lazy.compute(), m.predict_proba(X), atol=1e-15)
-    Xb, yb = make_classes(n=500, p=5, seed=21)
-    two = sp.StreamingQDA(reg_param=reg_param).fit(Xb, yb)
-    refb = QuadraticDiscriminantAnalysis(reg_param=reg_param).fit(Xb, yb)
-    assert np.max(np.abs(two.predict_proba(Xb) - refb.predict_proba(Xb))) <= 1e-8
-    np.testing.assert_allclose(two.decision_function(Xb), refb.decision_function(Xb), rtol=1e-7)
-
-
-def test_streaming_qda_partial_fit_on_class_sorted_chunks():
-    X, y = _class_sorted(n=600, p=4, k=3, seed=18)
-    ref = QuadraticDiscriminantAnalysis().fit(X, y)
-    m = sp.StreamingQDA()
-    for rows in np.array_split(np.arange(len(X)), 7):
-        m.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
-    assert np.max(np.abs(m.predict_proba(X) - ref.predict_proba(X))) <= 1e-8
-    with pytest.raises(NotFittedError, match="only one class"):
-        sp.StreamingQDA().partial_fit(X[:10], y[:10]).predict(X)
-
-
-def test_boundary_projector_gives_its_qda():
-    X, y = make_classes(n=900, p=5, k=3, seed=19)
-    df = frame(X)
-    m = sp.BoundaryProjector(keep_class_scatter=True).fit(df, y)
-    q = m.to_qda(reg_param=0.1)
-    ref = QuadraticDiscriminantAnalysis(reg_param=0.1).fit(X, y)
-    assert isinstance(q, sp.StreamingQDA)
-    assert np.max(np.abs(q.predict_proba(df) - ref.predict_proba(X))) <= 1e-8
-    np.testing.assert_array_equal(q.feature_names_in_, m.feature_names_in_)
-    # the solution the picture draws (plot --qda) is the same one
-    np.testing.assert_allclose(sp.solvers.qda_log_posterior(m.qda(0.1), X).argmax(1),
-                               q.predict_log_proba(df).argmax(1))
 
 
 def test_no_warnings_on_the_common_path():
