@@ -159,9 +159,17 @@ def _frame_arrays(X, y=None):
         frame = y.to_frame(name=_LABEL_COLUMN)
     else:
         frame = X if y is None else X.assign(**{_LABEL_COLUMN: y})
-    frame = frame.optimize()
-    parts = frame.to_delayed()
-    lengths = compute_with_progress(*(delayed(len)(p) for p in parts)) if parts else ()
+    try:
+        frame = frame.optimize()
+        parts = frame.to_delayed()
+        lengths = compute_with_progress(*(delayed(len)(p) for p in parts)) if parts else ()
+    except (ValueError, NotImplementedError) as exc:
+        if y is None or X is None:
+            raise
+        msg = (f"X and y are dask frames whose rows do not line up ({type(exc).__name__}: "
+               f"{' '.join(str(exc).split())[:200]}); take both from one DataFrame "
+               "(df[features], df[label])")
+        raise InputError(msg) from None
 
     def array(names, dtype, width):
         blocks = [da.from_delayed(delayed(_frame_block)(p, names), dtype=dtype,

@@ -362,6 +362,17 @@ def test_parquet_row_groups_fit_and_transform_as_numpy(tmp_path):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_dask_frames_whose_rows_do_not_line_up_are_one_clear_error():
+    def rows(i):
+        return frame(np.random.default_rng(i).normal(size=(100, 3)))
+
+    def labels(i):
+        return pd.Series(np.arange(80) % 2, name="y")
+
+    with pytest.raises(InputError, match="rows do not line up"):
+        sp.BoundaryProjector().fit(dd.from_map(rows, range(4)), dd.from_map(labels, range(5)))
+
+
 def test_a_dask_frame_is_read_once_for_lengths_and_once_for_the_pass():
     reads = {}
 
