@@ -385,3 +385,23 @@ def test_demo_end_to_end(tmp_path, capsys):
         assert (tmp_path / "demo" / name).exists()
     assert mpimg.imread(tmp_path / "demo" / "demo.png").shape[1] > 800
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000"]) == 0  # reruns in place
+
+
+def test_two_class_cells_have_an_edge_exactly_on_the_boundary(projected):
+    # a column of cells straddling z0 = 0 mixed the two sides of the classifier
+    from streamproj.plot.picture import output_source, summarize
+
+    summary, _ = summarize(output_source(projected / "o.zarr"))
+    lo, hi = summary.limits[0]
+    z0 = zarr.open_group(str(projected / "o.zarr"))["projection"][:, 0]
+    for pair, cells in summary.bins.items():
+        if 0 not in pair:
+            continue
+        n = cells[pair.index(0)]
+        column = np.floor((z0 - lo) * (n / (hi - lo)))
+        edge = round((0 - lo) * (n / (hi - lo)))
+        assert abs((0 - lo) * (n / (hi - lo)) - edge) < 1e-9
+        assert not np.any((column >= edge) & (z0 < 0))
+        assert not np.any((column < edge) & (z0 > 0))
+    margin_edge = (0 - lo) * (summary.margin_bins / (hi - lo))
+    assert abs(margin_edge - round(margin_edge)) < 1e-9

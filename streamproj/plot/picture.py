@@ -149,6 +149,28 @@ def _bins(limits, pairs, n, stretch, resolution):
             for p in pairs}
 
 
+def _on_the_boundary(limits, bins, margin_bins):
+    """Limits and cell counts with a cell edge exactly at ``z[0] = 0`` (one boundary).
+
+    Otherwise one column of cells straddles the boundary and mixes rows of
+    both sides. Axis 0's range grows by less than one cell on each side; the
+    margin histogram gets a multiple of the grid's columns so that 0 is one of
+    its edges too.
+    """
+    lo, hi = limits[0]
+    along = [b[p.index(0)] for p, b in bins.items() if 0 in p]
+    if not along or not lo < 0 < hi:
+        return limits, bins, margin_bins
+    width = (hi - lo) / along[0]
+    below = int(np.ceil(-lo / width))
+    count = below + int(np.ceil(hi / width))
+    limits = limits.copy()
+    limits[0] = (-below * width, (count - below) * width)
+    bins = {p: tuple(count if a == 0 else n for a, n in zip(p, b, strict=True))
+            for p, b in bins.items()}
+    return limits, bins, count * max(1, int(np.ceil(margin_bins / count)))
+
+
 def _plane_scores(source, i, j):
     """``z[i], z[j] -> scores`` of the linear rule at the plane's points: (A (2, K), b (K,))."""
     comps = source.components[[i, j]]
@@ -215,8 +237,11 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     binary = None
     if len(source.classes) == 2:
         binary = (classmap.bucket_of_class(0), classmap.bucket_of_class(1))
-    summary = PictureSummary(classmap, limits, pairs,
-                             _bins(limits, pairs, source.blocks.n, stretch, resolution),
+    bins = _bins(limits, pairs, source.blocks.n, stretch, resolution)
+    margin_bins = 200
+    if binary is not None:
+        limits, bins, margin_bins = _on_the_boundary(limits, bins, margin_bins)
+    summary = PictureSummary(classmap, limits, pairs, bins, margin_bins=margin_bins,
                              binary=binary, choice=_choice(source))
     names = [n for n in ("z", "label", "y", "predicted") if n in source.blocks.arrays]
     stream(source.blocks, summary.add, names)
