@@ -80,18 +80,19 @@ def _context(prefix, columns=None):
     try:
         yield
     except StreamprojError as exc:
+        # Errors about the output, the disk or the cluster already say where they happened.
+        if isinstance(exc, StorageError | OutputExistsError | ClusterError):
+            raise
         text = str(exc)
         if columns and isinstance(exc, BadValuesError):
             text = re.sub(r"\(column (\d+)\)",
                           lambda m: f"(column {columns[int(m.group(1))]})"
                           if int(m.group(1)) < len(columns) else m.group(0), text)
-            if text != str(exc) and text.startswith(prefix):
-                raise type(exc)(text) from None
-        # Errors about the output, the disk or the cluster already say where they happened.
-        if text.startswith(prefix) or isinstance(exc, StorageError | OutputExistsError | ClusterError):
+        if not text.startswith(prefix):
+            text = f"{prefix}: {text}"
+        if text == str(exc):
             raise
-        msg = f"{prefix}: {text}"
-        raise type(exc)(msg) from None
+        raise type(exc)(text) from None
 
 
 class _Clock:
@@ -226,17 +227,21 @@ def _merge_all(summaries):
     return total
 
 
-def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n_classes=2):
-    """Pass 1 over the rows ``[start:]`` of a source, as a lazy graph (see :func:`summary_graph`)."""
-    y = src.y
-    if y is None:
+def _labelled_rows(src, start):
+    """Rows ``[start:]`` of a source and their labels, which fitting and updating need."""
+    if src.y is None:
         msg = f"{src.names[1]} is missing: fitting and updating need labels"
         raise InputError(msg)
-    stop = src.n_rows
+    return src.X[start:src.n_rows], src.y[start:src.n_rows]
+
+
+def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n_classes=2):
+    """Pass 1 over the rows ``[start:]`` of a source, as a lazy graph (see :func:`summary_graph`)."""
+    X, y = _labelled_rows(src, start)
     with _context(src.spec, _named_columns(src)):
-        return summary_graph(src.X[start:stop], y[start:stop], detail, row_offset=start,
-                             names=src.names, max_summary_memory=max_summary_memory,
-                             bfloat16=bfloat16, n_classes=n_classes)
+        return summary_graph(X, y, detail, row_offset=start, names=src.names,
+                             max_summary_memory=max_summary_memory, bfloat16=bfloat16,
+                             n_classes=n_classes)
 
 
 def _named_columns(src):
@@ -251,11 +256,11 @@ def _finish(src, result):
 
 def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=False,
                n_classes=2):
-    lazy, n_chunks = _summary_lazy(src, start, detail, max_summary_memory, bfloat16, n_classes)
-    with _context(src.spec):
-        (result,) = compute_with_progress(lazy, progress=progress, prefix="streamproj-summary-",
-                                          total=n_chunks, desc="pass 1: summaries")
-    return _finish(src, result)
+    X, y = _labelled_rows(src, start)
+    with _context(src.spec, _named_columns(src)):
+        return _plain(accumulate(X, y, detail, progress=progress, row_offset=start,
+                                 names=src.names, max_summary_memory=max_summary_memory,
+                                 bfloat16=bfloat16, n_classes=n_classes))
 
 
 def _boundary_file(params):
@@ -1121,7 +1126,7 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
         return [update_model(mod.path, inp.paths, progress=progress, keep_last=mod.keep_last,
                              max_age=mod.max_age, max_summary_memory=max_summary_memory,
                              **common)]
-    update, appended, frame, _ = done
+    update, appended, frame = done
     record = store.read_record(mod.path)
     model = BoundaryProjector.from_state(record)
     drift, _ = _frame_drift(frame, model)  # to the model as it is now, as project reports
@@ -1132,6 +1137,13 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     return [update, project]
 
 
+def _reproject_threshold(out):
+    """Degrees past which a job rewrites OUT in the model's frame (None: never), per ``[output]``."""
+    if out.mode == "auto" and out.reproject_above_degrees is None:
+        return DEFAULT_REPROJECT_DEGREES
+    return out.reproject_above_degrees
+
+
 def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
     """:func:`_update_and_append`'s work under the model's lock; None when it cannot be one pass."""
     mod, out = config.model, config.output
@@ -1139,9 +1151,7 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
     plan = _plan_update(mod.path, srcs, False, progress, clock)
     old = plan["old"]
     drift, reason = _frame_drift(frame, old)
-    threshold = out.reproject_above_degrees
-    if out.mode == "auto" and threshold is None:
-        threshold = DEFAULT_REPROJECT_DEGREES
+    threshold = _reproject_threshold(out)
     if reason is not None or (threshold is not None and drift > threshold):
         return None  # OUT is rewritten (or refused) anyway: nothing to share
     parts, _ = _plan_append(state, srcs, out.path, clock)
@@ -1173,7 +1183,7 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
                                            mod.max_age, clock)
 
     appended = _append(state, frame, srcs, out.path, progress, clock, in_one_pass=both)
-    return reports["update"], appended, frame, drift
+    return reports["update"], appended, frame
 
 
 def run_job(config, progress=None, max_summary_memory=None):
@@ -1212,8 +1222,9 @@ def run_job(config, progress=None, max_summary_memory=None):
                                           keep_last=mod.keep_last, max_age=mod.max_age,
                                           max_summary_memory=max_summary_memory, **common))
         if out.path and len(steps) == 2 and steps[1].get("output_action") == "appended":
-            if out.mode == "auto" or out.reproject_above_degrees is not None:
-                # the update may have moved the model past the threshold: as project would
+            threshold = _reproject_threshold(out)
+            if threshold is not None and steps[1]["drift_deg"] > threshold:
+                # the update moved the model past the threshold: rewritten as project would
                 with clock("project"):
                     again = project_model(mod.path, inp.paths, out.path, progress=bool(show),
                                           mode=out.mode,
