@@ -757,8 +757,10 @@ def projection_center(
     scatter : ndarray of shape (p, p)
         The total scatter about the mean.
     spike : (ndarray of shape (p,), float) or None
-        ``(μ - c, n)`` when the scatter about ``c`` is ``scatter + n (μ-c)(μ-c)ᵀ``
+        ``(d, n)`` when the scatter about ``c`` is ``scatter + n (μ-c)(μ-c)ᵀ``
         with a term that matters to the axes (``"hyperplane"``), else None.
+        ``d`` is the part of ``μ - c`` orthogonal to ``w`` (the only part that
+        reaches the axes), computed from ``μ`` alone.
     """
     mu = stats.mean
     if center == "mean":

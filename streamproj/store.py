@@ -691,7 +691,7 @@ def looks_like_output(url) -> bool:
     For telling an output from a model directory before reading either (``info``).
     """
     if is_local(url):
-        return _local_kind(_real(url)) == "streamproj"
+        return local_kind(url) == "streamproj"
     fs, root = _fs(url)
     try:
         kind, _ = _remote_state(fs, str(root).rstrip("/"))
