@@ -35,6 +35,14 @@ def write_zarr(path, X, y=None, chunk_rows=100, x_name="X", y_name="y"):
     return group
 
 
+def write_days(folder, X, y, days, chunk_rows, rows=300):
+    """``day-0.zarr`` … in ``folder``: consecutive blocks of ``rows`` rows of X and y."""
+    for i in range(days):
+        write_zarr(folder / f"day-{i}.zarr", X[i * rows:(i + 1) * rows], y[i * rows:(i + 1) * rows],
+                   chunk_rows=chunk_rows)
+    return folder, X, y
+
+
 @pytest.fixture
 def two_class():
     return make_classes(n=900, p=6, k=2, seed=3)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import make_classes, write_zarr
+from conftest import make_classes, write_days, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, ledger, store
@@ -20,10 +20,7 @@ COLS = [f"emb_{i}" for i in range(5)]
 @pytest.fixture
 def days(tmp_path):
     X, y = make_classes(n=1500, p=5, k=2, seed=21)
-    for i in range(5):
-        write_zarr(tmp_path / f"day-{i}.zarr", X[i * 300:(i + 1) * 300], y[i * 300:(i + 1) * 300],
-                   chunk_rows=80)
-    return tmp_path, X, y
+    return write_days(tmp_path, X, y, days=5, chunk_rows=80)
 
 
 def assert_fit_on(model_dir, X, y, tol=1e-10):

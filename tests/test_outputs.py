@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import make_classes, write_zarr
+from conftest import make_classes, write_days, write_zarr
 from test_faults import KILL_AT_STEP, leftovers, tree
 
 import streamproj as sp
@@ -21,10 +21,7 @@ from streamproj.errors import OutputExistsError, SourceChangedError
 @pytest.fixture
 def days(tmp_path):
     X, y = make_classes(n=1200, p=4, k=3, seed=11)
-    for i in range(4):
-        write_zarr(tmp_path / f"day-{i}.zarr", X[i * 300:(i + 1) * 300], y[i * 300:(i + 1) * 300],
-                   chunk_rows=70)
-    return tmp_path, X, y
+    return write_days(tmp_path, X, y, days=4, chunk_rows=70)
 
 
 def assert_rewritten_in_the_model_frame(d, rows):
