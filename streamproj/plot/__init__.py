@@ -17,7 +17,7 @@ import contextlib
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, StreamprojError
 from .figure import PALETTE
 from .reading import coordinates
 
@@ -67,8 +67,7 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
 
     source = output_source(out)
     if model is not None:
-        recorded = store.open_output(out).attrs.get("streamproj", {}).get("model_id")
-        given = getattr(model, "model_id_", None)
+        recorded, given = source.model_id, getattr(model, "model_id_", None)
         if recorded and given and recorded != given:
             msg = (f"the model (id {given}) did not write {out} (written by model id "
                    f"{recorded}); give that model, or project with this one first")
@@ -235,7 +234,7 @@ def check_figure(figure, out, model_path=None):
                "locally and upload it (streamproj.store.write_bytes does it in Python)")
         raise InputError(msg)
     recorded = []  # the model and inputs OUT was made from: a figure must not land in them
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(StreamprojError, OSError):  # the reader says what is wrong later
         meta = store.open_output(out).attrs.get("streamproj", {})
         recorded = [("model that wrote it", meta.get("model_path"))] + [
             ("input", s.get("url")) for s in meta.get("sources", []) if isinstance(s, dict)]

@@ -52,6 +52,7 @@ class Source:
     model_text: str
     labels_are: str  # "y" or "predicted"
     input_url: str | None = None
+    model_id: str | None = None  # of the model that wrote a stored projection
 
 
 def _axis_names(d, coef_rows, n_classes):
@@ -89,7 +90,7 @@ def output_source(out):
     return Source(Blocks(arrays), classes, np.asarray(meta["components"], dtype=np.float64),
                   np.asarray(meta["center"], dtype=np.float64), coef,
                   np.asarray(meta["intercept"], dtype=np.float64), list(names), data, model,
-                  "y" if "y" in arrays else "predicted", source)
+                  "y" if "y" in arrays else "predicted", source, meta.get("model_id"))
 
 
 def _as_rows(values):
