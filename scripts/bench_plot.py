@@ -16,7 +16,6 @@ peak RSS of the PNG and of the view in fresh processes at two sizes.
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -84,8 +83,9 @@ def html(out, dest):
 
 def _child(kind, out, dest):
     {"png": png, "html": html, "read": lambda o, _d: read_once(o, FLOORS["png"])}[kind](out, dest)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"peak_rss_mib": peak_mib}))
+    from bench import peak_rss_mb  # VmHWM: ru_maxrss would carry the parent's peak over exec
+
+    print(json.dumps({"peak_rss_mib": peak_rss_mb()}))
 
 
 def peak_rss(kind, out, dest):
