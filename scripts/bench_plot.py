@@ -8,8 +8,9 @@ picture needs -- the view colours rows by ``y``, so its floor reads the
 coordinates and ``y``; the PNG also reports the classifier's accuracy and
 agreement, so its floor reads the coordinates, ``y`` and ``predicted``
 (the coordinates alone are shown for reference); (b) the static PNG, as
-``streamproj plot OUT --output FIG.png`` makes it; (c) the HTML view; then the
-peak RSS of the PNG and of the view in fresh processes at two sizes.
+``streamproj plot OUT --output FIG.png`` makes it; (c) the HTML view; (d) the
+peer, datashader's categorical count of the same rows from a dask DataFrame
+(when datashader is installed); then the peak RSS of the PNG and of the view in fresh processes at two sizes.
 
     python scripts/bench_plot.py [--rows 10000000] [--repeats 5] [--dir /tmp/bench-plot]
 """
@@ -81,6 +82,33 @@ def html(out, dest):
     view_output(out).save(dest)
 
 
+def datashader_png(out, dest, width=420, height=420):
+    """The peer: datashader's categorical count of the same rows, shaded and saved as a PNG.
+
+    Its streaming path: a dask DataFrame over OUT's arrays (chunk by
+    chunk), ``Canvas.points(..., count_cat)``, ``shade``; limits as the
+    PNG's (0.1-99.9 % quantiles of a sample) so that both count the same
+    cells. Datashader's import (about 1 s) is outside the timing.
+    """
+    import dask.array as da
+    import dask.dataframe as dd
+    import datashader as ds
+    import datashader.transfer_functions as tf
+
+    from streamproj.plot.reading import Blocks, coordinates, robust_limits, sample_rows
+
+    group = zarr.open_group(str(out), mode="r")
+    z, y = coordinates(group), group["y"]
+    limits = robust_limits(sample_rows(Blocks({"z": z}), "z"))
+    zd = da.from_zarr(z)
+    frame = dd.from_dask_array(da.concatenate([zd, da.from_zarr(y)[:, None].astype("f8")], axis=1),
+                               columns=["x", "y", "c"])
+    frame["c"] = frame["c"].astype("int8").astype("category").cat.as_known()
+    canvas = ds.Canvas(plot_width=width, plot_height=height, x_range=tuple(limits[0]),
+                       y_range=tuple(limits[1]))
+    tf.shade(canvas.points(frame, "x", "y", ds.count_cat("c"))).to_pil().save(dest)
+
+
 def _child(kind, out, dest):
     {"png": png, "html": html, "read": lambda o, _d: read_once(o, FLOORS["png"])}[kind](out, dest)
     from bench import peak_rss_mb  # VmHWM: ru_maxrss would carry the parent's peak over exec
@@ -115,6 +143,13 @@ def main(argv=None):
     png(big, d / "warm.png")
     jobs = {f"read {k}": (lambda names=names: read_once(big, names)) for k, names in FLOORS.items()}
     jobs.update({"png": lambda: png(big, d / "b.png"), "html": lambda: html(big, d / "b.html")})
+    try:  # the peer, where it is installed (pip install datashader)
+        import datashader  # noqa: F401
+
+        datashader_png(big, d / "warm-ds.png")
+        jobs["datashader"] = lambda: datashader_png(big, d / "ds.png")
+    except ImportError:
+        print("datashader not installed: the peer's line is skipped (pip install datashader)")
     times = {name: [] for name in jobs}
     for _ in range(args.repeats):
         for name, fn in jobs.items():
@@ -136,6 +171,8 @@ def main(argv=None):
     line("read coordinates + y + predicted (PNG floor)", "read png")
     line("PNG", "png", "read png")
     line("HTML view", "html", "read view")
+    if "datashader" in med:
+        line("peer: datashader count_cat over dask (PNG)", "datashader", "read view")
     print(f"  HTML file {size / 2**20:.1f} MiB")
     print("  peak RSS (fresh process): " + ", ".join(f"{k} rows {v:.0f} MiB" for k, v in rss.items()))
     return 0

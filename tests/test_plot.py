@@ -14,7 +14,14 @@ from streamproj.cli import main
 from streamproj.errors import InputError
 from streamproj.plot import coordinates, draw_output, plot_output, plot_projection
 from streamproj.plot.figure import PALETTE, shade
-from streamproj.plot.reading import Blocks, ClassMap, robust_limits, robust_limits_each, stream
+from streamproj.plot.reading import (
+    READ_BYTES,
+    Blocks,
+    ClassMap,
+    robust_limits,
+    robust_limits_each,
+    stream,
+)
 from streamproj.plot.summary import PictureSummary
 
 
@@ -39,7 +46,7 @@ def rgb(hex_color):
     return np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
 
 
-def test_one_pass_counts_every_row_reading_one_chunk_at_a_time():
+def test_one_pass_counts_every_row_reading_whole_chunks_in_bounded_runs():
     rng = np.random.default_rng(0)
     z = rng.normal(size=(50_000, 3))
     labels = rng.integers(0, 3, size=50_000)
@@ -49,8 +56,16 @@ def test_one_pass_counts_every_row_reading_one_chunk_at_a_time():
     s = PictureSummary(cm, limits, [(0, 1), (0, 2)], {(0, 1): (30, 20), (0, 2): (30, 40)},
                        margin_bins=50, binary=None)
     stream(Blocks({"z": zc, "label": yc}), s.add)
-    assert zc.largest_read <= 1000
-    assert yc.largest_read <= 1000
+    row_bytes = 3 * 8 + 8
+    # runs of whole chunks, at most READ_BYTES of rows per run: memory flat in n
+    assert zc.largest_read % 1000 == 0
+    assert zc.largest_read * row_bytes <= READ_BYTES
+    assert zc.reads == yc.reads < 50  # several chunks per Zarr call, not one call per chunk
+    small = CountingArray(z, 1000)
+    stream(Blocks({"z": small, "label": yc}), lambda b, s: None, workers=2)
+    assert small.largest_read * row_bytes <= READ_BYTES
+    runs = Blocks({"z": z, "label": labels}, block_rows=1000).groups(range(50), target_bytes=4000 * 32)
+    assert runs == [list(range(k, k + 4)) for k in range(0, 48, 4)] + [[48, 49]]
     for (i, j), bins in [((0, 1), (30, 20)), ((0, 2), (30, 40))]:
         xe = np.linspace(*limits[i], bins[0] + 1)
         ye = np.linspace(*limits[j], bins[1] + 1)
