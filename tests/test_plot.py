@@ -245,6 +245,39 @@ def test_legend_and_notes_lie_inside_the_figure_and_outside_the_data(projected):
         "standardised" in t.get_text() for ax in fig.axes for t in ax.texts)
 
 
+def _assert_text_inside(fig):
+    fig.canvas.draw()
+    fbox = fig.bbox
+    boxes = [t.get_window_extent() for t in fig.texts] + [lg.get_window_extent() for lg in fig.legends]
+    for ax in fig.axes:
+        boxes += [ax.title.get_window_extent(), ax.xaxis.label.get_window_extent()]
+    for box in boxes:
+        assert fbox.x0 - 1 <= box.x0, box
+        assert box.x1 <= fbox.x1 + 1, box
+        assert fbox.y0 - 1 <= box.y0, box
+        assert box.y1 <= fbox.y1 + 1, box
+
+
+@pytest.mark.parametrize("size", [None, (640, 480)])
+@pytest.mark.parametrize("k", [2, 3, 24])
+def test_no_text_leaves_a_narrow_or_small_figure(tmp_path, k, size):
+    # a flat coin without PCA panels is the narrowest default figure; 640x480 the smallest
+    X, y = (make_coin(n=6000) if k == 2 else make_classes(n=6000, p=6, k=k, seed=3))
+    # the default size must fit a long name; a small fixed size an ordinary one
+    name = "d.zarr" if size else "a-rather-long-dataset-name-from-a-nightly-export-2026-11-24.zarr"
+    write_zarr(tmp_path / name, X, y, chunk_rows=1500)
+    main(["fit", str(tmp_path / name), "--model", str(tmp_path / "m")])
+    main(["project", str(tmp_path / "m"), str(tmp_path / name), "--output", str(tmp_path / "o.zarr")])
+    if k == 24 and size:
+        with pytest.raises(InputError, match=r"640x480 is too small .* give --size 640x\d+"):
+            draw_output(tmp_path / "o.zarr", top=20, size=size)
+        return
+    fig = draw_output(tmp_path / "o.zarr", top=20, size=size)
+    if size:
+        assert tuple(fig.canvas.get_width_height()) == size
+    _assert_text_inside(fig)
+
+
 def test_margin_panel_reports_the_exact_wrong_side_fractions(projected):
     fig = draw_output(projected / "o.zarr")
     s = fig.streamproj_summary
@@ -313,8 +346,22 @@ def test_plot_command_writes_png_of_the_requested_size(projected, extra, capsys)
     d = projected
     fig = d / "fig.png"
     assert main(["plot", str(d / "o.zarr"), "--output", str(fig), "--model", str(d / "m"),
-                 "--size", "900x500", *extra]) == 0
-    assert mpimg.imread(fig).shape[:2] == (500, 900)
+                 "--size", "900x600", *extra]) == 0
+    assert mpimg.imread(fig).shape[:2] == (600, 900)
+    _assert_text_inside(draw_output(d / "o.zarr", sp.load(d / "m"), size=(900, 600),
+                                    compare_pca="standardized" if extra else None,
+                                    qda=bool(extra)))
+
+
+def test_a_size_too_small_for_the_text_is_one_line_and_writes_nothing(projected, capsys):
+    d = projected
+    fig = d / "small.png"
+    code = main(["plot", str(d / "o.zarr"), "--output", str(fig), "--model", str(d / "m"),
+                 "--size", "640x480", "--compare-pca", "both", "--qda"])
+    assert code == 2
+    err = one_error_line(capsys)
+    assert re.search(r"640x480 is too small .* give --size 640x\d+ or taller", err)
+    assert not fig.exists()
 
 
 def test_plot_command_html_and_errors(projected, tmp_path, capsys):

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from ..errors import InputError
+
 __all__ = ["OTHER_COLOR", "PALETTE", "Panel", "draw", "shade"]
 
 # Okabe–Ito (black swapped for Tol's wine, which mixes better): distinguishable
@@ -111,8 +113,13 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
         ax.set_title(panel.title, fontsize=11)
     from matplotlib.ticker import MaxNLocator
 
-    narrow = ax.get_position().width * ax.figure.get_figwidth() < 1.2
-    ax.xaxis.set_major_locator(MaxNLocator(2 if narrow else 4 if small else 6))
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    if width_in < 0.7 and x0 < 0 < x1:  # room for one label: the boundary's 0
+        from matplotlib.ticker import FixedLocator
+
+        ax.xaxis.set_major_locator(FixedLocator([0.0]))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(2 if width_in < 1.2 else 4 if small else 6))
     ax.yaxis.set_major_locator(MaxNLocator(6))
 
 
@@ -143,11 +150,16 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
         ax.axvline(0.0, color=BOUNDARY_COLOR, lw=1.6)
     ax.set_xlim(lo, hi)
     ax.set_ylim(0, top * (1 + ax.margins()[1]) if top > 0 else 1)
-    ax.set_xlabel(label, fontsize=10)
-    ax.set_ylabel("density within each class", fontsize=10)
+    fig = ax.figure
+    box = ax.get_position()
+    width_in, height_in = box.width * fig.get_figwidth(), box.height * fig.get_figheight()
+    ax.set_xlabel(_first_fitting([label, label.split(":")[0]], width_in, 10), fontsize=10)
+    ax.set_ylabel(_first_fitting(["density within each class", "density"], height_in, 10),
+                  fontsize=10)
     ax.tick_params(labelsize=8)
-    title = "margin: distance to the boundary" if binary is not None else f"classes along {label}"
-    ax.set_title(title, fontsize=11)
+    titles = (["margin: distance to the boundary", "margin"] if binary is not None
+              else [f"classes along {label}", label.split(":")[0]])
+    ax.set_title(_first_fitting(titles, width_in, 11), fontsize=11)
     return lines
 
 
@@ -199,11 +211,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     # equal aspect: the grid's columns and rows are as wide and tall as their data spans
     col_span = [next(p.spans[0] for _, c, p in projection if c == j) for j in range(ncol)]
     row_span = [next(p.spans[1] for r, _, p in projection if r == i) for i in range(nrow)]
-    legend_rows = math.ceil(len(legend) / 6)
     margin_lines = margin.pop("lines", []) if margin is not None else []
-    text = list(margin_lines) + list(notes)
-    top_in = 1.0 + 0.24 * legend_rows
-    bottom_in = 0.9 + 0.55 + 0.17 * len(text) + 0.15
     main_h = 4.0 if nrow == 1 else 4.8
     ratio = sum(col_span) / sum(row_span)
     proj_w = float(np.clip(ratio * main_h, 0.6, 7.0)) if not stretch else main_h * 1.1
@@ -211,18 +219,52 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
              else main_h * 1.1 for p in pca]
     margin_w = 3.2 if margin is not None else 0.0
     widths = [proj_w] + ([margin_w] if margin is not None else []) + pca_w
-    if size is None:
-        fig_w = sum(widths) + 1.0 * len(widths) + 0.6
-        fig_h = main_h + top_in + bottom_in
-    else:
-        fig_w, fig_h = size[0] / dpi, size[1] / dpi
+    fig_w = sum(widths) + 1.0 * len(widths) + 0.6 if size is None else size[0] / dpi
+    # text is broken to the figure's width, and the bands above and below the panels
+    # grow with its lines: nothing is clipped at the right edge of a narrow figure
+    room = fig_w - 0.5 - 0.15
+    title_lines = _wrap([title], room, 13, "bold")
+    subtitle_lines = _wrap([subtitle], room, 9.5)
+    text = _wrap(list(margin_lines) + list(notes), room, 8.5)
+    legend_cols = _legend_columns(legend, room)
+    legend_rows = math.ceil(len(legend) / legend_cols)
+    sub_in = 0.17 * len(subtitle_lines)
+    title_in = 0.22 * len(title_lines)
+    top_in = 0.61 + title_in + sub_in + 0.24 * legend_rows
+    # each panel's width in inches as the grid below will lay it out (an equal-aspect
+    # panel shrinks to its data's shape): its notes are wrapped to it, and the band
+    # under the panels is as tall as the longest
+    wspace = 1.0 * len(widths) / sum(widths)
+    avg = (fig_w - 0.95) / (len(widths) + (len(widths) - 1) * wspace)
+    slot_w = [w / np.mean(widths) * avg for w in widths][len(widths) - len(pca):]
+    notes_given = [p.note for p in pca]
+
+    def bottom_band(panel_h):
+        for panel, note, w in zip(pca, notes_given, slot_w, strict=True):
+            if note:
+                shown_w = w if stretch else min(w, panel_h * panel.spans[0] / panel.spans[1])
+                panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.6, 8.5))
+        note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
+        # notes, the density key, the panels' tick labels and axis label, their own notes
+        return 0.15 + 0.16 * len(text) + 1.0 + (0.14 * note_lines + 0.2 if note_lines else 0.0)
+
+    bottom_in = bottom_band(main_h)
+    fig_h = main_h + top_in + bottom_in if size is None else size[1] / dpi
+    if size is not None:  # the panels are as tall as the text leaves room for
+        bottom_in = bottom_band(fig_h - top_in - bottom_in)
+    if fig_h - top_in - bottom_in < 0.8:  # too little height left for the panels
+        need = math.ceil((top_in + bottom_in + 0.8) * dpi)
+        msg = (f"a figure {size[0]}x{size[1]} is too small for its text ({len(legend)} legend "
+               f"entries, {len(text)} lines of notes): give --size {size[0]}x{need} or taller, "
+               "or fewer classes with --top")
+        raise InputError(msg)
     fig = Figure(figsize=(fig_w, fig_h), dpi=dpi)
     FigureCanvasAgg(fig)  # a raster canvas of its own: no pyplot, no global state
     bottom = bottom_in / fig_h
     top = 1 - top_in / fig_h
     outer = fig.add_gridspec(1, len(widths), width_ratios=widths, left=0.7 / fig_w,
                              right=1 - 0.25 / fig_w, bottom=bottom, top=top,
-                             wspace=1.0 * len(widths) / sum(widths))
+                             wspace=wspace)
     small = nrow > 1 or proj_w < 2.0
     inner = outer[0].subgridspec(nrow, ncol, width_ratios=col_span, height_ratios=row_span,
                                  wspace=0.08, hspace=0.08)
@@ -239,8 +281,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                 ax.set_ylabel("")
                 ax.tick_params(labelleft=False)
         if panel.note:
-            ax.text(0.5, -0.22 if nrow == 1 else -0.35, panel.note, transform=ax.transAxes,
-                    ha="center", va="top", fontsize=8.5, color="#444444")
+            _panel_note(ax, panel.note)
     if nrow > 1:  # share limits along the grid's rows and columns
         for (r, c), ax in axes.items():
             if (r, 0) in axes and c > 0:
@@ -256,28 +297,80 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         ax = fig.add_subplot(outer[slot])
         _draw_panel(ax, panel, colors, vmax, stretch)
         if panel.note:
-            ax.text(0.5, -0.16, panel.note, transform=ax.transAxes, ha="center", va="top",
-                    fontsize=8.5, color="#444444")
+            _panel_note(ax, panel.note)
         main_axes.append(ax)
         slot += 1
-    fig.suptitle(title, x=0.5 / fig_w, ha="left", y=1 - 0.12 / fig_h, va="top", fontsize=13,
+    fig.suptitle("\n".join(title_lines), x=0.5 / fig_w, ha="left", y=1 - 0.12 / fig_h, va="top", fontsize=13,
                  fontweight="bold")
-    fig.text(0.5 / fig_w, 1 - 0.42 / fig_h, subtitle, ha="left", va="top", fontsize=9.5,
-             color="#333333")
+    fig.text(0.5 / fig_w, 1 - (0.2 + title_in) / fig_h, "\n".join(subtitle_lines), ha="left", va="top",
+             fontsize=9.5, color="#333333", linespacing=1.2)
     handles = [Patch(color=c, label=label) if kind == "patch"
                else Line2D([], [], color=c, lw=1.8, ls="--" if kind == "dashed" else "-", label=label)
                for label, c, kind in legend]
     fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.5 / fig_w, top + 0.42 / fig_h),
-               ncol=min(len(handles), 6), frameon=False, fontsize=9, handlelength=1.4,
+               ncol=legend_cols, frameon=False, fontsize=9, handlelength=1.4,
                columnspacing=1.3, borderaxespad=0)
     cell = _cell_text(projection[0][2])
-    notes_h = 0.1 + 0.17 * len(text)
+    notes_h = 0.1 + 0.16 * len(text)
     _density_key(fig, [0.7 / fig_w, (notes_h + 0.22) / fig_h, min(3.0, fig_w - 1.0) / fig_w,
                        0.13 / fig_h], vmax, cell)
     fig.text(0.5 / fig_w, 0.1 / fig_h, "\n".join(text), ha="left", va="bottom", fontsize=8.5,
              color="#222222", linespacing=1.35)
     fig.streamproj_axes = main_axes  # type: ignore[attr-defined]  # for tests and callers: the data axes, in drawing order
     return fig
+
+
+def _text_width(text, fontsize, weight="normal"):
+    """Width in inches of one line of ``text`` in matplotlib's default font at ``fontsize``."""
+    from matplotlib.font_manager import FontProperties, findfont, get_font
+
+    font = get_font(findfont(FontProperties(weight=weight)))
+    font.set_size(fontsize, 72)  # 72 dpi: one pixel is one point
+    font.set_text(text, 0.0)
+    return font.get_width_height()[0] / 64 / 72  # 26.6 fixed point -> points -> inches
+
+
+def _wrap(lines, width_in, fontsize, weight="normal"):
+    """Lines broken at spaces so that each fits ``width_in`` inches (measured, not guessed).
+
+    A word longer than the line (a long file name) is cut where it must be.
+    """
+    out = []
+    for line in lines:
+        words, current = line.split(" "), ""
+        for word in words:
+            trial = f"{current} {word}" if current else word
+            if current and _text_width(trial, fontsize, weight) > width_in:
+                out.append(current)
+                current = "  " + word  # a continued line is indented
+            else:
+                current = trial
+            while _text_width(current, fontsize, weight) > width_in and len(current) > 8:
+                cut = len(current) - 1
+                while cut > 4 and _text_width(current[:cut], fontsize, weight) > width_in:
+                    cut = max(4, int(cut * 0.9))
+                out.append(current[:cut])
+                current = "  " + current[cut:]
+        out.append(current)
+    return out
+
+
+def _first_fitting(texts, width_in, fontsize):
+    """The first of ``texts`` (longest first) that fits ``width_in`` inches, else the last."""
+    return next((t for t in texts if _text_width(t, fontsize) <= width_in), texts[-1])
+
+
+def _panel_note(ax, note, fontsize=8.5):
+    """``note`` under the panel, below its tick labels and axis label (wrapped by :func:`draw`)."""
+    ax.annotate(note, (0.5, 0.0), xycoords="axes fraction", xytext=(0, -36),
+                textcoords="offset points", ha="center", va="top", fontsize=fontsize,
+                color="#444444")
+
+
+def _legend_columns(legend, width_in, fontsize=9):
+    """Columns of the legend row that fit ``width_in`` (handle, gap and label measured)."""
+    per = max(_text_width(label, fontsize) for label, _, _ in legend) + 0.55
+    return int(max(1, min(len(legend), 6, width_in // per)))
 
 
 def _cell_text(panel):
