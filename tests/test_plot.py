@@ -467,3 +467,17 @@ def test_two_class_cells_have_an_edge_exactly_on_the_boundary(projected):
         assert not np.any((column < edge) & (z0 > 0))
     margin_edge = (0 - lo) * (summary.margin_bins / (hi - lo))
     assert abs(margin_edge - round(margin_edge)) < 1e-9
+
+
+@pytest.mark.parametrize(("k", "least"), [(8, 25), (24, 25), (50, 25), (199, 12)])
+def test_every_class_colour_is_distinct_from_the_others_and_from_other_grey(k, least):
+    from streamproj.plot.figure import OTHER_COLOR, _lab, bucket_colors
+
+    colors = bucket_colors(ClassMap(np.arange(k), top=k))
+    assert colors.shape == (k + 1, 3)
+    assert np.allclose(colors[-1], [int(OTHER_COLOR[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    lab = _lab(colors)
+    gap = np.linalg.norm(lab[:, None] - lab[None], axis=-1)
+    np.fill_diagonal(gap, np.inf)
+    assert gap.min() >= least  # CIE76 distance; 2.3 is "just noticeable"; tab20 reuse gave 0
+    np.testing.assert_allclose(_lab([[1.0, 1.0, 1.0]]), [[100.0, 0.0, 0.0]], atol=0.01)

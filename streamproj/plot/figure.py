@@ -8,6 +8,7 @@ density key reads it back); titles, legends, keys and notes sit outside the
 data area.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -24,18 +25,57 @@ MIN_ALPHA = 0.25
 BOUNDARY_COLOR = "#111111"
 
 
+def _lab(rgb):
+    """CIELAB (D65) of sRGB colours in [0, 1]: distances there track how different they look."""
+    rgb = np.asarray(rgb, dtype=np.float64)
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array([[0.4124564, 0.3575761, 0.1804375],
+                       [0.2126729, 0.7151522, 0.0721750],
+                       [0.0193339, 0.1191920, 0.9503041]])
+    xyz = lin @ to_xyz.T / np.array([0.95047, 1.0, 1.08883])
+    eps = (6 / 29) ** 3
+    f = np.where(xyz > eps, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.stack([116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]),
+                     200 * (f[..., 1] - f[..., 2])], axis=-1)
+
+
+@functools.lru_cache(maxsize=4)
+def _extra_colors(count):
+    """``count`` colours beyond the palette, each as far (CIELAB) as it can be from all before.
+
+    Greedy farthest-point choice over a grid of sRGB colours: not greyish
+    (grey is "other"), not so light that it vanishes on white, not so dark
+    that it reads as the boundary's black. Deterministic.
+    """
+    from matplotlib.colors import to_rgb
+
+    axis = np.linspace(0.0, 1.0, 16)
+    grid = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), axis=-1).reshape(-1, 3)
+    lab = _lab(grid)
+    chroma = np.hypot(lab[:, 1], lab[:, 2])
+    ok = (chroma >= 25) & (lab[:, 0] >= 30) & (lab[:, 0] <= 88)
+    grid, lab = grid[ok], lab[ok]
+    taken = _lab([to_rgb(c) for c in [*PALETTE, OTHER_COLOR, BOUNDARY_COLOR, "#ffffff"]])
+    nearest = np.min(np.linalg.norm(lab[:, None] - taken[None], axis=-1), axis=1)
+    picked = []
+    for _ in range(count):
+        best = int(np.argmax(nearest))
+        picked.append(tuple(grid[best]))
+        nearest = np.minimum(nearest, np.linalg.norm(lab - lab[best], axis=1))
+    return picked
+
+
 def bucket_colors(classmap):
-    """RGB (n_buckets, 3) in [0, 1]: the palette for the shown classes, grey for "other"."""
+    """RGB (n_buckets, 3) in [0, 1]: the palette for the shown classes, grey for "other".
+
+    Past the palette's eight, each further class gets the colour farthest
+    (CIELAB) from every colour already used, so no two classes share one.
+    """
     from matplotlib.colors import to_rgb
 
     shown = classmap.n_buckets - 1
-    extra = []
-    if shown > len(PALETTE):
-        import matplotlib
-
-        cmap = matplotlib.colormaps["tab20"]
-        extra = [cmap(i % 20) for i in range(shown - len(PALETTE))]
-    colors = [to_rgb(c) for c in (PALETTE + extra)[:shown]] + [to_rgb(OTHER_COLOR)]
+    extra = _extra_colors(shown - len(PALETTE)) if shown > len(PALETTE) else []
+    colors = [to_rgb(c) for c in PALETTE[:shown]] + list(extra) + [to_rgb(OTHER_COLOR)]
     return np.array(colors)
 
 
