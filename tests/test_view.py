@@ -244,3 +244,55 @@ def test_browser_hover_shows_the_pyramids_counts(page_of, two_class_view):
         checked += sum(shown)
     assert checked > 0
     assert problems == []
+
+
+def test_two_class_view_has_a_cell_edge_at_the_boundary_on_every_level():
+    # classes far from symmetric about the boundary, and a flat cloud (few cells across z[0])
+    X, y = make_classes(n=20_000, p=4, k=2, seed=11, spread=2.0)
+    X[y == 1] *= 3.0
+    m = sp.BoundaryProjector().fit(X, y)
+    view = view_projection(m, X, y)
+    p = view.pyramid
+    z = m.transform(X)
+    (x0, x1), (y0, y1) = p.extent
+    assert x0 == -x1
+    inside = (z[:, 0] >= x0) & (z[:, 0] < x1) & (z[:, 1] >= y0) & (z[:, 1] < y1)
+    assert np.min(np.abs(z[:, 0])) > 1e-9  # no row within rounding of the boundary
+    levels = p.levels()
+    assert len(levels) >= 8
+    for counts in levels:
+        _, gx, gy = counts.shape
+        assert gx >= 2
+        assert gy >= 2
+        width = (x1 - x0) / gx
+        assert width == (y1 - y0) / gy  # square cells: the page draws one size for both axes
+        edge = -x0 / width
+        assert edge == int(edge)  # 0 is a cell edge at this level
+        right = counts[:, int(edge):, :].sum()
+        assert right == np.count_nonzero(inside & (z[:, 0] > 0))  # no cell straddles 0
+
+
+def test_view_memory_is_bounded_whatever_the_number_of_classes():
+    X, y = make_classes(n=3000, p=4, k=60, seed=2)
+    m = sp.BoundaryProjector().fit(X, y)
+    view = view_projection(m, X, y, top=59)
+    counts = view.pyramid.counts
+    assert counts.shape[0] == 60
+    assert counts.size <= 2**24
+    assert len(view.pyramid.levels()) >= 8
+
+
+def test_browser_hover_beside_the_boundary_reports_one_side_only(page_of, two_class_view):
+    page, problems = page_of(two_class_view)
+    box = page.locator("#sp-canvas").bounding_box()
+    for side in (-1, 1):
+        x, y = page.evaluate(f"() => {{ const s = window.streamproj.state();"
+                             f" return window.streamproj.toScreen({side} * 1.5 / s.s, s.cy); }}")
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        hover = page.evaluate("window.streamproj.hover")
+        p = two_class_view.pyramid
+        lv = p.levels()[hover["level"]]
+        width = (p.extent[0][1] - p.extent[0][0]) / lv.shape[1]
+        lo = p.extent[0][0] + hover["ix"] * width
+        assert (lo + width <= 0) if side < 0 else (lo >= 0)  # the cell lies on one side
+    assert problems == []

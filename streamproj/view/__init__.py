@@ -58,6 +58,10 @@ def _colors_hex(classmap):
     return [to_hex(c) for c in bucket_colors(classmap)]
 
 
+def _pow2_at_most(v):
+    return 1 << max(0, int(np.floor(np.log2(max(v, 1)))))
+
+
 def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
                budget=DEFAULT_BUDGET):
     """The :class:`View` of a :class:`~streamproj.plot.picture.Source`, in one pass over its rows.
@@ -70,7 +74,8 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         Classes with their own colour; the rest are "other".
     finest : int, optional
         Cells along the longer side of the finest level: default 2048 for up
-        to four colours, else 1024 (the finest grid is the pass's memory).
+        to four colours, fewer for more (at most 2^24 counts: the finest grid
+        is the pass's memory).
     tiles, per_tile : int
         The sample's tiling and rows kept per tile.
     budget : int
@@ -90,12 +95,20 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     # wide limits (the user zooms in); rows beyond them are counted and said
     sample = sample_rows(blocks, "z")[:, [i, j]]
     limits, first_view = robust_limits_each(sample, [(1e-4, 0.2), (0.001, 0.05)])
-    finest = finest or (2048 if classmap.n_buckets <= 4 else 1024)
-    pyramid = Pyramid(classmap, limits, (i, j), finest=finest, tiles=tiles, per_tile=per_tile,
-                      n_rows=blocks.n)
+    binary = len(source.classes) == 2
+    if binary and 0 in (i, j):
+        # symmetric about the boundary: the pyramid centres its cells there, so z[0] = 0
+        # is a cell edge at every level and no cell mixes rows of both sides
+        a = (i, j).index(0)
+        reach = float(np.max(np.abs(limits[a])))
+        limits[a] = (-reach, reach)
+    # the finest grid is the pass's memory: at most 2^24 counts (64 MiB) whatever the classes
+    finest = finest or min(2048, _pow2_at_most(np.sqrt(2**24 / classmap.n_buckets)))
+    coarsest = max(1, min(8, finest // 128))  # 8 zoom levels or more
+    pyramid = Pyramid(classmap, limits, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
+                      per_tile=per_tile, n_rows=blocks.n)
     stream(blocks, pyramid.add, ["z", "label"])
     names = source.axis_names
-    binary = len(source.classes) == 2
     boundary = {"kind": "none"}
     if binary and i == 0:
         boundary = {"kind": "x"}

@@ -72,8 +72,9 @@ class Pyramid:
     ----------
     classmap : ClassMap
     extent : ndarray (2, 2)
-        ((x0, x1), (y0, y1)) wanted; widened so that cells are square and the
-        finest grid is a power of two on each side.
+        ((x0, x1), (y0, y1)) wanted; widened about its centre so that cells
+        are square, the finest grid is a power of two on each side, and the
+        coarsest level has at least two cells a side.
     axes : (i, j)
         Columns of ``z`` drawn as x and y.
     finest : int
@@ -92,7 +93,11 @@ class Pyramid:
         extent = np.asarray(extent, dtype=np.float64)
         spans = extent[:, 1] - extent[:, 0]
         cell = spans.max() / finest
-        shape = [_pow2_at_least(s / cell) for s in spans]
+        # at least two cells a side at the coarsest level: every level's cells stay square
+        # (the page draws one cell size for both axes) and the extent's centre is a cell
+        # edge at every level (see build_view: the boundary z[0] = 0)
+        least = 2 * max(1, finest // coarsest)
+        shape = [max(_pow2_at_least(s / cell), least) for s in spans]
         centre = extent.mean(axis=1)
         self.extent = np.column_stack([centre - np.array(shape) * cell / 2,
                                        centre + np.array(shape) * cell / 2])

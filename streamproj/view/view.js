@@ -243,8 +243,11 @@
       api.hoverRow = points.row[p];
     } else api.hoverRow = null;
     if (c.counts) {
-      const x = x0 + c.ix * c.cell, y = y0 + c.iy * c.cell;
-      html += `cell x ${fmt(x)} to ${fmt(x + c.cell)}, y ${fmt(y)} to ${fmt(y + c.cell)}<table>`;
+      // edges as multiples of the cell from the extent's corner; one within rounding of 0
+      // (the boundary is a cell edge) reads 0, not 1e-16
+      const edge = (v) => (Math.abs(v) < 1e-9 * c.cell ? 0 : v);
+      const x = edge(x0 + c.ix * c.cell), y = edge(y0 + c.iy * c.cell);
+      html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cell))}<table>`;
       let total = 0;
       c.counts.forEach((v, k) => {
         if (!v && k === B - 1) return;
@@ -343,5 +346,6 @@
   api.toggle = toggle;
   api.cellAt = cellAt;
   api.plotRect = plotRect;
+  api.toScreen = toScreen;
   load().catch((e) => { api.errors.push(String(e)); console.error(e); });
 })();
