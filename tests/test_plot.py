@@ -481,3 +481,20 @@ def test_every_class_colour_is_distinct_from_the_others_and_from_other_grey(k, l
     np.fill_diagonal(gap, np.inf)
     assert gap.min() >= least  # CIE76 distance; 2.3 is "just noticeable"; tab20 reuse gave 0
     np.testing.assert_allclose(_lab([[1.0, 1.0, 1.0]]), [[100.0, 0.0, 0.0]], atol=0.01)
+
+
+def test_compare_pca_refuses_another_input_of_the_same_length(projected, capsys):
+    d = projected
+    X, y = make_coin(n=20_000, seed=5)  # as many rows as the projected input, other rows
+    write_zarr(d / "other.zarr", X, y, chunk_rows=2500)
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "p.png"), "--model", str(d / "m"),
+                 "--compare-pca", "--input", str(d / "other.zarr")])
+    assert code == 2
+    err = one_error_line(capsys)
+    assert "other.zarr is not the input" in err
+    assert "d.zarr" in err
+    assert not (d / "p.png").exists()
+    # the input itself, given explicitly, is accepted
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "p.png"), "--model", str(d / "m"),
+                 "--compare-pca", "--input", str(d / "d.zarr")]) == 0
+    assert (d / "p.png").exists()

@@ -62,7 +62,6 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
         Input rows for the PCA panel (default: the source recorded in ``out``).
     size : (width, height) in pixels, optional
     """
-    from .. import store
     from .picture import draw_source, output_source
 
     source = output_source(out)
@@ -78,13 +77,41 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
         if not url:
             msg = f"{out} does not record its input; pass --input INPUT for the PCA panel"
             raise InputError(msg)
-        X, _ = store.open_input(url, require_y=False)
-        if X.shape[0] != source.blocks.n:
-            msg = (f"{url} has {X.shape[0]} rows but {out} has {source.blocks.n}; "
-                   "pass the input that was projected (--input)")
-            raise InputError(msg)
+        X = _projected_input(out, source, url)
     return draw_source(source, model=model, axes=axes, stretch=stretch, top=top,
                        compare_pca=compare_pca, qda=qda, X=X, size=size, dpi=dpi)
+
+
+def _projected_input(out, source, url):
+    """The rows of the input OUT was projected from (lazy), for the PCA panel.
+
+    The PCA panel colours the input's rows with OUT's labels, row by row, so
+    they must be the very rows projected: the same count, and, where OUT
+    records its input, the same fingerprint (first and last rows).
+    """
+    from .. import sources
+
+    recorded = source.recorded_sources or []
+    if len(recorded) > 1:
+        msg = (f"{out} holds the rows of {len(recorded)} inputs; the PCA panel reads one input "
+               "row by row: project that input to an output of its own to compare")
+        raise InputError(msg)
+    entry = recorded[0] if recorded else {}
+    x, label = entry.get("x"), entry.get("y")
+    if isinstance(x, list):  # columns or variables
+        src = sources.open_source(url, features=x, label=label, require_y=False)
+    else:
+        src = sources.open_source(url, x or "X", label or "y", require_y=False)
+    if src.n_rows != source.blocks.n:
+        msg = (f"{url} has {src.n_rows} rows but {out} has {source.blocks.n}; "
+               "pass the input that was projected (--input)")
+        raise InputError(msg)
+    if entry.get("fingerprint") and src.fingerprint(src.n_rows) != entry["fingerprint"]:
+        msg = (f"{url} is not the input {out} was projected from: its first and last rows "
+               f"differ from those of {entry.get('url')} when it was projected; pass that input "
+               "(--input), or project this one")
+        raise InputError(msg)
+    return src.X
 
 
 def plot_output(out, figure, model=None, **options):

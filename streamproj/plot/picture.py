@@ -53,6 +53,7 @@ class Source:
     labels_are: str  # "y" or "predicted"
     input_url: str | None = None
     model_id: str | None = None  # of the model that wrote a stored projection
+    recorded_sources: list | None = None  # OUT's record of the inputs its rows came from
 
 
 def _axis_names(d, coef_rows, n_classes):
@@ -90,7 +91,8 @@ def output_source(out):
     return Source(Blocks(arrays), classes, np.asarray(meta["components"], dtype=np.float64),
                   np.asarray(meta["center"], dtype=np.float64), coef,
                   np.asarray(meta["intercept"], dtype=np.float64), list(names), data, model,
-                  "y" if "y" in arrays else "predicted", source, meta.get("model_id"))
+                  "y" if "y" in arrays else "predicted", source, meta.get("model_id"),
+                  meta.get("sources"))
 
 
 def _as_rows(values):
