@@ -361,12 +361,22 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
 
 
 def _text_width(text, fontsize, weight="normal"):
-    """Width in inches of one line of ``text`` in matplotlib's default font at ``fontsize``."""
+    """Width in inches of one line of ``text`` in matplotlib's default font at ``fontsize``.
+
+    The sum of each character's advance (measured once per character) and
+    3 % for kerning and hinting: a figure's wrapping measures a few hundred
+    trial lines, and laying out each one in FreeType cost 0.6 ms.
+    """
+    return 1.03 * sum(_char_width(c, fontsize, weight) for c in text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _char_width(char, fontsize, weight):
     from matplotlib.font_manager import FontProperties, findfont, get_font
 
     font = get_font(findfont(FontProperties(weight=weight)))
     font.set_size(fontsize, 72)  # 72 dpi: one pixel is one point
-    font.set_text(text, 0.0)
+    font.set_text(char, 0.0)
     return font.get_width_height()[0] / 64 / 72  # 26.6 fixed point -> points -> inches
 
 
