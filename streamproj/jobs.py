@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from scipy.linalg import subspace_angles
 
-from . import ledger, outputs, store
+from . import ledger, outputs, sources, store
 from ._version import __version__
 from .cluster import dask_cluster, require_sbatch
 from .errors import (
@@ -865,16 +865,9 @@ def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks
     for entry in state["attrs"]["sources"]:
         src = given.pop(ledger.key_of(entry), None)
         if src is None:
-            x, label = entry.get("x"), entry.get("y")
             try:
-                if isinstance(x, list):  # columns or variables
-                    (src,) = open_inputs([entry["url"]], features=x, label=label,
-                                         require_y=False,
-                                         allow_missing_chunks=allow_missing_chunks)
-                else:
-                    (src,) = open_inputs([entry["url"]], x or "X", label or "y",
-                                         require_y=False,
-                                         allow_missing_chunks=allow_missing_chunks)
+                (src,) = open_inputs([entry["url"]], **sources.recorded_options(entry),
+                                     require_y=False, allow_missing_chunks=allow_missing_chunks)
             except (StreamprojError, ValueError) as exc:
                 msg = (f"cannot rewrite {out} in the model's frame: it holds {entry['rows']} rows "
                        f"of {entry['url']}, which cannot be read now ({exc}); give that input "

@@ -57,7 +57,8 @@ from . import store
 from .errors import InputError
 from .validation import DEFAULT_CHUNK_BYTES, as_dask_labels, as_dask_rows, check_matrix
 
-__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "open_source", "open_sources"]
+__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "open_source", "open_sources",
+           "recorded_options"]
 
 KINDS = ("zarr", "parquet", "csv", "hdf5", "xarray")
 #: Rows hashed at each end of a source by :meth:`Source.fingerprint`.
@@ -265,6 +266,27 @@ def _normalise(fs, path):
 
 def _is_local_fs(fs):
     return "file" in np.atleast_1d(fs.protocol).tolist()
+
+
+def recorded_options(entry: dict, spec: str | None = None) -> dict[str, Any]:
+    """What to give :func:`open_source` to open again the source a ledger ``entry`` records.
+
+    ``spec`` is where to read it (default the recorded URL). Feature columns or
+    variables come back as ``features``/``label``; an HDF5 dataset named in
+    ``spec`` itself (``file.h5:/group/X``) is not named again as ``x``.
+
+    Returns
+    -------
+    dict
+        Keyword arguments ``x``, ``y``, ``features`` and ``label``.
+    """
+    spec = str(entry["url"] if spec is None else spec)
+    x, label = entry.get("x"), entry.get("y")
+    if isinstance(x, list):  # columns or variables
+        return {"x": "X", "y": "y", "features": x, "label": label}
+    if _split_inner(spec, entry.get("kind"))[1] is not None:
+        x = "X"  # the spec names the dataset; the labels' path is absolute or beside it
+    return {"x": x or "X", "y": label or "y", "features": None, "label": None}
 
 
 def _split_inner(spec, kind=None):

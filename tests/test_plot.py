@@ -360,8 +360,12 @@ def test_a_size_too_small_for_the_text_is_one_line_and_writes_nothing(projected,
                  "--size", "640x480", "--compare-pca", "both", "--qda"])
     assert code == 2
     err = one_error_line(capsys)
-    assert re.search(r"640x480 is too small .* give --size 640x\d+ or taller", err)
+    need = re.search(r"640x480 is too small .* give --size 640x(\d+) or taller", err)
+    assert need
     assert not fig.exists()
+    # the height it names is enough (it was refused by rounding once)
+    assert main(["plot", str(d / "o.zarr"), "--output", str(fig), "--model", str(d / "m"),
+                 "--compare-pca", "both", "--qda", "--size", f"640x{need[1]}"]) == 0
 
 
 def test_plot_command_html_and_errors(projected, tmp_path, capsys):
@@ -498,3 +502,76 @@ def test_compare_pca_refuses_another_input_of_the_same_length(projected, capsys)
     assert main(["plot", str(d / "o.zarr"), "--output", str(d / "p.png"), "--model", str(d / "m"),
                  "--compare-pca", "--input", str(d / "d.zarr")]) == 0
     assert (d / "p.png").exists()
+
+
+@pytest.mark.parametrize("dpi", [100, 200])
+def test_long_class_names_stay_inside_the_figure_at_any_dpi(dpi):
+    X, y = make_coin(n=4000)
+    names = np.array(["a" * 60, "b" * 60])[y]  # the wrong-side notes carry the whole name
+    m = sp.BoundaryProjector().fit(X, names)
+    fig = plot_projection(m, X, names, dpi=dpi)
+    _assert_text_inside(fig)
+    assert any(("a" * 60) in t.get_text().replace("\n", "").replace("  ", "")
+               for t in fig.texts)
+
+
+def test_compare_pca_reopens_an_hdf5_input_as_recorded(tmp_path, capsys):
+    h5py = pytest.importorskip("h5py")
+    X, y = make_coin(n=3000)
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f.create_dataset("grp/X", data=X, chunks=(500, X.shape[1]))
+        f.create_dataset("grp/lab", data=y, chunks=(500,))
+    spec = f"{tmp_path / 'in.h5'}:/grp/X"
+    assert main(["fit", spec, "--y", "/grp/lab", "--model", str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), spec, "--y", "/grp/lab",
+                 "--output", str(tmp_path / "o.zarr")]) == 0
+    for extra in ([], ["--input", spec]):
+        assert main(["plot", str(tmp_path / "o.zarr"), "--output", str(tmp_path / "p.png"),
+                     "--model", str(tmp_path / "m"), "--compare-pca", *extra]) == 0, capsys.readouterr()
+
+
+def test_compare_pca_without_a_record_takes_the_models_columns_or_says_why_not(tmp_path):
+    X, y = make_coin(n=3000)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]).assign(cls=y)
+    frame.to_parquet(tmp_path / "in.parquet")
+    named = sp.BoundaryProjector().fit(frame.drop(columns="cls"), y)
+    jobs.project(named, frame.drop(columns="cls").to_numpy(), tmp_path / "o.zarr", y=y)
+    fig = draw_output(tmp_path / "o.zarr", named, compare_pca="raw",
+                      input_url=str(tmp_path / "in.parquet"))
+    assert len(fig.streamproj_axes) == 2
+    bare = sp.BoundaryProjector().fit(X, y)  # no column names: every column but 'y' is read
+    jobs.project(bare, X, tmp_path / "o2.zarr", y=y)
+    with pytest.raises(InputError, match="has 7 features but the model was fitted on 6"):
+        draw_output(tmp_path / "o2.zarr", bare, compare_pca="raw",
+                    input_url=str(tmp_path / "in.parquet"))
+
+
+def test_an_error_in_one_block_stops_the_pass_and_drops_the_work_not_started():
+    import time
+
+    z = np.zeros((20_000, 2))
+    done = []
+
+    def work(block, start):
+        time.sleep(0.002)
+        if start == 1000:
+            msg = "bad block"
+            raise ValueError(msg)
+        done.append(start)
+
+    with pytest.raises(ValueError, match="bad block"):
+        stream(Blocks({"z": z}, block_rows=100), work, workers=2)
+    assert len(done) < 100  # blocks queued behind the failure were cancelled, not all run
+
+
+def test_zero_rows_draw_an_empty_picture_and_view():
+    from streamproj.plot.picture import Source, draw_source
+    from streamproj.view import build_view
+
+    def source():
+        z, label = np.zeros((0, 2)), np.zeros(0, dtype=int)
+        return Source(Blocks({"z": z, "label": label}), np.array([0, 1]), np.eye(2),
+                      np.zeros(2), np.array([[1.0, 0.0]]), np.zeros(1), ["a", "b"], "d", "m", "y")
+
+    assert draw_source(source()).streamproj_summary.n == 0
+    assert build_view(source()).pyramid.n == 0

@@ -480,3 +480,16 @@ def test_a_bad_value_in_a_table_names_its_row_and_column(tmp_path, data, step):
     with pytest.raises(BadValuesError, match=r"bad.parquet\[.*\] has a non-finite value \(nan\) "
                                              r"in row 777 \(column emb_3\)"):
         run()
+
+
+def test_recorded_options_reopen_what_a_ledger_entry_names():
+    from streamproj.sources import recorded_options
+
+    h5 = {"url": "/d/in.h5:/grp/X", "kind": "hdf5", "x": "/grp/X", "y": "/grp/lab"}
+    assert recorded_options(h5) == {"x": "X", "y": "/grp/lab", "features": None, "label": None}
+    # the same file given without the dataset suffix names the dataset as x
+    assert recorded_options(h5, "/d/in.h5")["x"] == "/grp/X"
+    table = {"url": "/d/t.parquet", "kind": "parquet", "x": ["a", "b"], "y": "cls"}
+    assert recorded_options(table) == {"x": "X", "y": "y", "features": ["a", "b"], "label": "cls"}
+    zarr_entry = {"url": "/d/z.zarr", "kind": "zarr", "x": "emb", "y": "lab"}
+    assert recorded_options(zarr_entry) == {"x": "emb", "y": "lab", "features": None, "label": None}

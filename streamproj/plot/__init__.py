@@ -72,17 +72,17 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
                    f"{recorded}); give that model, or project with this one first")
             raise InputError(msg)
     X = None
-    if compare_pca:
+    if compare_pca and model is not None:  # (without a model draw_source says what is missing)
         url = input_url or source.input_url
         if not url:
             msg = f"{out} does not record its input; pass --input INPUT for the PCA panel"
             raise InputError(msg)
-        X = _projected_input(out, source, url)
+        X = _projected_input(out, source, url, model)
     return draw_source(source, model=model, axes=axes, stretch=stretch, top=top,
                        compare_pca=compare_pca, qda=qda, X=X, size=size, dpi=dpi)
 
 
-def _projected_input(out, source, url):
+def _projected_input(out, source, url, model):
     """The rows of the input OUT was projected from (lazy), for the PCA panel.
 
     The PCA panel colours the input's rows with OUT's labels, row by row, so
@@ -97,11 +97,16 @@ def _projected_input(out, source, url):
                "row by row: project that input to an output of its own to compare")
         raise InputError(msg)
     entry = recorded[0] if recorded else {}
-    x, label = entry.get("x"), entry.get("y")
-    if isinstance(x, list):  # columns or variables
-        src = sources.open_source(url, features=x, label=label, require_y=False)
-    else:
-        src = sources.open_source(url, x or "X", label or "y", require_y=False)
+    if entry:
+        src = sources.open_source(url, **sources.recorded_options(entry, url), require_y=False)
+    else:  # no record (written from memory, or by 0.1): the model's columns where it has names
+        names = getattr(model, "feature_names_in_", None)
+        src = sources.open_source(url, features=None if names is None else list(names),
+                                  require_y=False)
+    if src.n_features != model.n_features_in_:
+        msg = (f"{url} has {src.n_features} features but the model was fitted on "
+               f"{model.n_features_in_}; pass the input that was projected (--input)")
+        raise InputError(msg)
     if src.n_rows != source.blocks.n:
         msg = (f"{url} has {src.n_rows} rows but {out} has {source.blocks.n}; "
                "pass the input that was projected (--input)")
@@ -264,7 +269,7 @@ def check_figure(figure, out, model_path=None):
     with contextlib.suppress(StreamprojError, OSError):  # the reader says what is wrong later
         meta = store.open_output(out).attrs.get("streamproj", {})
         recorded = [("model that wrote it", meta.get("model_path"))] + [
-            ("input", s.get("url")) for s in meta.get("sources", []) if isinstance(s, dict)]
+            ("input", s.get("url")) for s in meta.get("sources") or [] if isinstance(s, dict)]
     store.check_disjoint(("figure", figure), ("projection", out), ("model", model_path))
     for role, url in recorded:  # the figure against each (they may be the --model itself)
         store.check_disjoint(("figure", figure), (role, url))

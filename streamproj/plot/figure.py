@@ -193,13 +193,14 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     fig = ax.figure
     box = ax.get_position()
     width_in, height_in = box.width * fig.get_figwidth(), box.height * fig.get_figheight()
-    ax.set_xlabel(_first_fitting([label, label.split(":")[0]], width_in, 10), fontsize=10)
-    ax.set_ylabel(_first_fitting(["density within each class", "density"], height_in, 10),
+    ax.set_xlabel(_first_fitting([label, label.split(":")[0]], width_in, 10, fig.dpi),
+                  fontsize=10)
+    ax.set_ylabel(_first_fitting(["density within each class", "density"], height_in, 10, fig.dpi),
                   fontsize=10)
     ax.tick_params(labelsize=8)
     titles = (["margin: distance to the boundary", "margin"] if binary is not None
               else [f"classes along {label}", label.split(":")[0]])
-    ax.set_title(_first_fitting(titles, width_in, 11), fontsize=11)
+    ax.set_title(_first_fitting(titles, width_in, 11, fig.dpi), fontsize=11)
     return lines
 
 
@@ -263,10 +264,10 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     # text is broken to the figure's width, and the bands above and below the panels
     # grow with its lines: nothing is clipped at the right edge of a narrow figure
     room = fig_w - 0.5 - 0.15
-    title_lines = _wrap([title], room, 13, "bold")
-    subtitle_lines = _wrap([subtitle], room, 9.5)
-    text = _wrap(list(margin_lines) + list(notes), room, 8.5)
-    legend_cols = _legend_columns(legend, room)
+    title_lines = _wrap([title], room, 13, "bold", dpi)
+    subtitle_lines = _wrap([subtitle], room, 9.5, dpi=dpi)
+    text = _wrap(list(margin_lines) + list(notes), room, 8.5, dpi=dpi)
+    legend_cols = _legend_columns(legend, room, dpi)
     legend_rows = math.ceil(len(legend) / legend_cols)
     sub_in = 0.17 * len(subtitle_lines)
     title_in = 0.22 * len(title_lines)
@@ -283,7 +284,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         for panel, note, w in zip(pca, notes_given, slot_w, strict=True):
             if note:
                 shown_w = w if stretch else min(w, panel_h * panel.spans[0] / panel.spans[1])
-                panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.6, 8.5))
+                panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.3, 8.5,
+                                              dpi=dpi))
         note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
         # notes, the density key, the panels' tick labels and axis label, their own notes
         return 0.15 + 0.16 * len(text) + 1.0 + (0.14 * note_lines + 0.2 if note_lines else 0.0)
@@ -292,8 +294,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     fig_h = main_h + top_in + bottom_in if size is None else size[1] / dpi
     if size is not None:  # the panels are as tall as the text leaves room for
         bottom_in = bottom_band(fig_h - top_in - bottom_in)
-    if fig_h - top_in - bottom_in < 0.8:  # too little height left for the panels
-        need = math.ceil((top_in + bottom_in + 0.8) * dpi)
+    if fig_h - top_in - bottom_in < 0.8 - 1e-9:  # too little height left for the panels
+        need = math.ceil((top_in + bottom_in + 0.8) * dpi - 1e-6)
         msg = (f"a figure {size[0]}x{size[1]} is too small for its text ({len(legend)} legend "
                f"entries, {len(text)} lines of notes): give --size {size[0]}x{need} or taller, "
                "or fewer classes with --top")
@@ -360,27 +362,29 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     return fig
 
 
-def _text_width(text, fontsize, weight="normal"):
-    """Width in inches of one line of ``text`` in matplotlib's default font at ``fontsize``.
+def _text_width(text, fontsize, weight="normal", dpi=100):
+    """Width in inches of one line of ``text`` as matplotlib draws it at ``fontsize`` and ``dpi``.
 
-    The sum of each character's advance (measured once per character) and
-    3 % for kerning and hinting: a figure's wrapping measures a few hundred
-    trial lines, and laying out each one in FreeType cost 0.6 ms.
+    The sum of each character's hinted advance at that dpi (measured once per
+    character, as ten in a row, the way the Agg renderer lays text out) and
+    4 % for kerning: a figure's wrapping measures a few hundred trial lines,
+    and laying out each one in FreeType cost 0.6 ms.
     """
-    return 1.03 * sum(_char_width(c, fontsize, weight) for c in text)
+    return 1.04 * sum(_char_width(c, fontsize, weight, dpi) for c in text)
 
 
-@functools.lru_cache(maxsize=4096)
-def _char_width(char, fontsize, weight):
+@functools.lru_cache(maxsize=8192)
+def _char_width(char, fontsize, weight, dpi):
+    from matplotlib.backends.backend_agg import get_hinting_flag
     from matplotlib.font_manager import FontProperties, findfont, get_font
 
     font = get_font(findfont(FontProperties(weight=weight)))
-    font.set_size(fontsize, 72)  # 72 dpi: one pixel is one point
-    font.set_text(char, 0.0)
-    return font.get_width_height()[0] / 64 / 72  # 26.6 fixed point -> points -> inches
+    font.set_size(fontsize, dpi)
+    font.set_text(char * 10, 0.0, flags=get_hinting_flag())
+    return font.get_width_height()[0] / 64 / 10 / dpi  # 26.6 fixed point pixels -> inches
 
 
-def _wrap(lines, width_in, fontsize, weight="normal"):
+def _wrap(lines, width_in, fontsize, weight="normal", dpi=100):
     """Lines broken at spaces so that each fits ``width_in`` inches (measured, not guessed).
 
     A word longer than the line (a long file name) is cut where it must be.
@@ -390,14 +394,14 @@ def _wrap(lines, width_in, fontsize, weight="normal"):
         words, current = line.split(" "), ""
         for word in words:
             trial = f"{current} {word}" if current else word
-            if current and _text_width(trial, fontsize, weight) > width_in:
+            if current and _text_width(trial, fontsize, weight, dpi) > width_in:
                 out.append(current)
                 current = "  " + word  # a continued line is indented
             else:
                 current = trial
-            while _text_width(current, fontsize, weight) > width_in and len(current) > 8:
+            while _text_width(current, fontsize, weight, dpi) > width_in and len(current) > 8:
                 cut = len(current) - 1
-                while cut > 4 and _text_width(current[:cut], fontsize, weight) > width_in:
+                while cut > 4 and _text_width(current[:cut], fontsize, weight, dpi) > width_in:
                     cut = max(4, int(cut * 0.9))
                 out.append(current[:cut])
                 current = "  " + current[cut:]
@@ -405,9 +409,9 @@ def _wrap(lines, width_in, fontsize, weight="normal"):
     return out
 
 
-def _first_fitting(texts, width_in, fontsize):
+def _first_fitting(texts, width_in, fontsize, dpi):
     """The first of ``texts`` (longest first) that fits ``width_in`` inches, else the last."""
-    return next((t for t in texts if _text_width(t, fontsize) <= width_in), texts[-1])
+    return next((t for t in texts if _text_width(t, fontsize, dpi=dpi) <= width_in), texts[-1])
 
 
 def _panel_note(ax, note, fontsize=8.5):
@@ -417,9 +421,9 @@ def _panel_note(ax, note, fontsize=8.5):
                 color="#444444")
 
 
-def _legend_columns(legend, width_in, fontsize=9):
+def _legend_columns(legend, width_in, dpi, fontsize=9):
     """Columns of the legend row that fit ``width_in`` (handle, gap and label measured)."""
-    per = max(_text_width(label, fontsize) for label, _, _ in legend) + 0.55
+    per = max(_text_width(label, fontsize, dpi=dpi) for label, _, _ in legend) + 0.55
     return int(max(1, min(len(legend), 6, width_in // per)))
 
 

@@ -287,7 +287,10 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
 
     def work(block, _start):
         x = block["x"]
-        summary.add({"z": project(x), "label": block["label"], "predicted": model.predict(x)})
+        # the model's classes of a block of raw rows (not model.predict: a numpy block has no
+        # column names, and a model fitted on named columns would warn on every block)
+        predicted = model._take_classes(solvers.scores_to_index(model._scores(x)))
+        summary.add({"z": project(x), "label": block["label"], "predicted": predicted})
 
     stream(blocks, work)
     disagree = 1 - summary.agree / max(summary.predicted, 1)
@@ -336,7 +339,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         modes = ["raw", "standardized"] if compare_pca == "both" else [compare_pca]
         labels = source.blocks.arrays["label"]
         pca = [_pca_panel(model, X, labels, cm, mode, resolution) for mode in modes]
-    legend = [(f"{name} ({rows:,})", colors[k], "patch")
+    # a legend entry is one line: a class name past 40 characters is cut (the notes keep it)
+    legend = [(f"{name if len(name) <= 40 else name[:39] + '…'} ({rows:,})", colors[k], "patch")
               for k, (name, rows) in enumerate(zip(cm.names, summary.rows, strict=True))
               if rows > 0]
     if binary is not None:

@@ -8,6 +8,7 @@ the GIL) with a bounded number in flight, so peak memory is a few blocks plus
 the accumulators, whatever the number of rows.
 """
 
+import collections
 import itertools
 import os
 import threading
@@ -169,22 +170,21 @@ def stream(blocks, work, names=None, indices=None, workers=None):
                 work(block, blocks.bounds[i][0])
         return
     with ThreadPoolExecutor(workers) as pool:
-        pending: list[list[Any]] = []
+        pending: collections.deque[Any] = collections.deque()  # of the runs in flight, oldest first
         try:
             for run in runs:
                 got = blocks.read_span(run, names)
-                pending.append([pool.submit(work, block, blocks.bounds[i][0])
-                                for i, block in zip(run, got, strict=True)])
-                while len(pending) > workers:
-                    for f in pending.pop(0):
-                        f.result()
-            for futures in pending:
-                for f in futures:
-                    f.result()
+                pending.extend(pool.submit(work, block, blocks.bounds[i][0])
+                               for i, block in zip(run, got, strict=True))
+                while len(pending) > workers * len(run):
+                    pending[0].result()
+                    pending.popleft()
+            while pending:
+                pending[0].result()
+                pending.popleft()
         finally:
-            for futures in pending:  # an error: drop the work not started
-                for f in futures:
-                    f.cancel()
+            for f in pending:  # an error: drop the work not started
+                f.cancel()
 
 
 def sample_rows(blocks, name, max_blocks=8, max_rows=400_000):
@@ -194,6 +194,8 @@ def sample_rows(blocks, name, max_blocks=8, max_rows=400_000):
     that a class- or time-sorted output is still represented.
     """
     count = len(blocks)
+    if count == 0:  # no rows: an empty sample of the right width
+        return np.empty((0, *blocks.arrays[name].shape[1:]))
     picks = np.unique(np.linspace(0, count - 1, min(count, max_blocks)).round().astype(int))
     parts = []
     lock = threading.Lock()

@@ -96,17 +96,13 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     sample = sample_rows(blocks, "z")[:, [i, j]]
     limits, first_view = robust_limits_each(sample, [(1e-4, 0.2), (0.001, 0.05)])
     binary = len(source.classes) == 2
-    if binary and 0 in (i, j):
-        # symmetric about the boundary: the pyramid centres its cells there, so z[0] = 0
-        # is a cell edge at every level and no cell mixes rows of both sides
-        a = (i, j).index(0)
-        reach = float(np.max(np.abs(limits[a])))
-        limits[a] = (-reach, reach)
+    # two classes: z[0] = 0 is a cell edge at every level, so no cell mixes rows of both sides
+    edges = tuple(0.0 if binary and axis == 0 else None for axis in (i, j))
     # the finest grid is the pass's memory: at most 2^24 counts (64 MiB) whatever the classes
     finest = finest or min(2048, _pow2_at_most(np.sqrt(2**24 / classmap.n_buckets)))
     coarsest = max(1, min(8, finest // 128))  # 8 zoom levels or more
     pyramid = Pyramid(classmap, limits, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
-                      per_tile=per_tile, n_rows=blocks.n)
+                      per_tile=per_tile, n_rows=blocks.n, edges=edges)
     stream(blocks, pyramid.add, ["z", "label"])
     names = source.axis_names
     boundary = {"kind": "none"}

@@ -75,6 +75,10 @@ class Pyramid:
         ((x0, x1), (y0, y1)) wanted; widened about its centre so that cells
         are square, the finest grid is a power of two on each side, and the
         coarsest level has at least two cells a side.
+    edges : (float or None, float or None)
+        A value per axis that must be a cell edge at every level (the
+        boundary ``z[0] = 0``): the extent moves down by less than one
+        coarsest cell to put it there.
     axes : (i, j)
         Columns of ``z`` drawn as x and y.
     finest : int
@@ -88,19 +92,26 @@ class Pyramid:
     """
 
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
-                 per_tile=48, n_rows=0):
+                 per_tile=48, n_rows=0, edges=(None, None)):
         self.classmap, self.axes = classmap, tuple(axes)
         extent = np.asarray(extent, dtype=np.float64)
         spans = extent[:, 1] - extent[:, 0]
         cell = spans.max() / finest
         # at least two cells a side at the coarsest level: every level's cells stay square
-        # (the page draws one cell size for both axes) and the extent's centre is a cell
-        # edge at every level (see build_view: the boundary z[0] = 0)
+        # (the page draws one cell size for both axes)
         least = 2 * max(1, finest // coarsest)
         shape = [max(_pow2_at_least(s / cell), least) for s in spans]
         centre = extent.mean(axis=1)
-        self.extent = np.column_stack([centre - np.array(shape) * cell / 2,
-                                       centre + np.array(shape) * cell / 2])
+        lower = centre - np.array(shape) * cell / 2
+        coarse = cell * (finest // coarsest)  # the coarsest level's cell
+        for a, edge in enumerate(edges):
+            if edge is None:
+                continue
+            # a whole number of coarsest cells from ``edge``: it is a cell edge at every level
+            lower[a] = edge + np.floor((lower[a] - edge) / coarse) * coarse
+            if lower[a] + shape[a] * cell < extent[a, 1]:  # moved down too far: twice the cells
+                shape[a] *= 2
+        self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
         self.shape = tuple(shape)  # finest (gx, gy)
         self.cell = cell
         self.n_levels = int(np.log2(finest // coarsest)) + 1
