@@ -575,3 +575,11 @@ def test_zero_rows_draw_an_empty_picture_and_view():
 
     assert draw_source(source()).streamproj_summary.n == 0
     assert build_view(source()).pyramid.n == 0
+
+
+def test_plot_command_draws_an_output_written_from_memory(tmp_path):
+    X, y = make_coin(n=2000)
+    m = sp.BoundaryProjector().fit(X, y)
+    jobs.project(m, X, tmp_path / "o.zarr", y=y)  # records no input
+    assert main(["plot", str(tmp_path / "o.zarr"), "--output", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").exists()
