@@ -27,6 +27,7 @@ from .stats import (
     bfloat16_to_float32,
     centred_blocks,
     check_summary_memory,
+    merge_consuming,
     parse_memory,
     summary_nbytes,
 )
@@ -73,9 +74,11 @@ def _merge_all(*parts, budget=None):
                                  where="merging chunk summaries: ", summaries=3)
         except StreamprojError as exc:
             return exc
+    # every part is an intermediate of pass 1's tree with this merge as its only consumer
+    # (dask frees it afterwards), so the first part's scatter takes the sum in place
     total = parts[0]
     for part in parts[1:]:
-        total = total + part
+        total = merge_consuming(total, part)
     return total
 
 
