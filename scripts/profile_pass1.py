@@ -46,6 +46,7 @@ def main():
     parts = {"decompress": 0.0, "cast/shift": 0.0, "BLAS (Gram)": 0.0, "rest of chunk": 0.0,
              "merge": 0.0}
     add_gram = getattr(stats, "_add_gram", None)
+    gram_buffer = getattr(stats, "gram_buffer", None)  # trees since the column panels
     summaries = []
     with threadpool_limits(limits=1, user_api="blas"):
         for start in range(0, X.shape[0], step):
@@ -60,12 +61,13 @@ def main():
             cast = clock() - t
             parts["cast/shift"] += cast
             product = np.zeros((p + 2, p + 2), order="F" if add_gram else "C")
+            extra = (gram_buffer(p + 2),) if gram_buffer else ()
             t = clock()
             blas_time = 0.0
             for _, _, block in stats.centred_blocks(rows, shift, 2):
                 t0 = clock()
                 if add_gram:
-                    add_gram(product, block)
+                    add_gram(product, block, *extra)
                 else:
                     product += block.T @ block
                 blas_time += clock() - t0

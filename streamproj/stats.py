@@ -25,7 +25,6 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from scipy.linalg import blas
 
 from .errors import (
     BadValuesError,
@@ -626,8 +625,8 @@ def _encode_labels(y):
 # and keep a float64 copy of the whole chunk out of memory. Blocks are about
 # 4 MiB, but never fewer than _MIN_BLOCK_ROWS rows: 4 MiB is 523 rows at
 # p = 1,000, where numpy's product ran at 41 GFlop/s against 47 with 1,024 rows
-# (one core, this machine); the in-place syrk used from _SYRK_MIN_WIDTH columns
-# on ran at 49-54 GFlop/s from 256 to 1,024 rows at p = 2,048 and 4,096.
+# (one core, this machine); the column panels used from _PANEL_MIN_WIDTH columns
+# on run at 51-55 GFlop/s a core with 1,024 rows at p = 2,048 and 4,096.
 _BLOCK_BYTES = 4 * 2**20
 _MIN_BLOCK_ROWS = 1024
 
@@ -700,26 +699,41 @@ def _class_shifted_blocks(X, shifts, inverse, onehot, decode=None):
         yield start, stop, block
 
 
-# From this many columns the Gram is accumulated by syrk in place; below it numpy's
-# ``block.T @ block`` (also syrk, into a temporary) measured 5-15 % faster.
-_SYRK_MIN_WIDTH = 1024
+# From this many columns the Gram is accumulated in place by column panels; below
+# it numpy's ``block.T @ block`` (syrk into a temporary, then added) measured as fast.
+_PANEL_MIN_WIDTH = 1024
+# Columns per panel: 128-512 measured within 3 % of each other at p = 1,000-4,096.
+_GRAM_PANEL = 256
 
 
-def _add_gram(product, block):
+def gram_buffer(width):
+    """Scratch space for :func:`_add_gram` on ``width`` columns (one per concurrent task)."""
+    return np.empty(width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else 0)
+
+
+def _add_gram(product, block, buffer):
     """``product += blockᵀ block`` in place; at least the upper triangle is right.
 
-    Wide blocks go to BLAS syrk with ``beta=1`` straight into the
-    Fortran-ordered ``product`` (upper triangle only): numpy's
-    ``block.T @ block`` would allocate a second p×p result per block and add
-    it, which at p = 4,096 took 40 % of pass 1 (measured 2.1 s against 1.6 s
-    per 5,000 x 4,096 chunk with 1,024-row blocks, one core).
+    Wide blocks are multiplied one column panel at a time: panel ``[j0, j1)``
+    of the upper triangle is ``block[:, :j1]ᵀ block[:, j0:j1]``, written into
+    the contiguous ``buffer`` (from :func:`gram_buffer`) and added, so there
+    is no second p×p temporary per block (at p = 4,096 that allocation took
+    40 % of pass 1). BLAS syrk would do the same in place but scipy's wrapper
+    holds the GIL, so dask's threads ran one at a time: measured on 1,024-row
+    blocks, two threads, at p = 4,096: panels 0.63 s (108 GFlop/s of useful
+    work), syrk 1.17 s (59), numpy's product 1.55 s (44); at p = 2,048: 0.17,
+    0.31 and 0.33 s (``/tmp`` microbenchmark quoted in docs/bench-results.md).
     """
-    if block.shape[1] < _SYRK_MIN_WIDTH:
+    q = block.shape[1]
+    if q < _PANEL_MIN_WIDTH:
         product += block.T @ block
-    elif block.flags.f_contiguous:
-        blas.dsyrk(1.0, block, trans=1, beta=1.0, c=product, lower=0, overwrite_c=1)
-    else:  # a C-ordered block's transpose is Fortran-ordered: no copy either
-        blas.dsyrk(1.0, block.T, trans=0, beta=1.0, c=product, lower=0, overwrite_c=1)
+        return
+    for j0 in range(0, q, _GRAM_PANEL):
+        j1 = min(j0 + _GRAM_PANEL, q)
+        # Fortran order: the add below then reads and writes whole columns.
+        out = buffer[: j1 * (j1 - j0)].reshape((j1, j1 - j0), order="F")
+        np.matmul(block[:, :j1].T, block[:, j0:j1], out=out)
+        product[:j1, j0:j1] += out
 
 
 # Columns per step of the in-place finishing of the Gram product: small temporaries.
@@ -826,6 +840,7 @@ def _pooled_moments(X, inverse, counts, decode=None):
     else:
         blocks = _class_shifted_blocks(X, shifts, inverse, onehot, decode)
     product = np.zeros((p + extra, p + extra), order="F")
+    buffer = gram_buffer(p + extra)
     sums = np.zeros((K, p))
     for start, stop, block in blocks:
         if shared and onehot:
@@ -833,7 +848,7 @@ def _pooled_moments(X, inverse, counts, decode=None):
             block[np.arange(stop - start), p + inverse[start:stop]] = 1.0
         elif not onehot:
             _add_sorted_class_sums(sums, block, inverse[start:stop])
-        _add_gram(product, block)
+        _add_gram(product, block, buffer)
     if onehot:
         sums = product[:p, p:].T.copy()  # the upper triangle holds (feature, class) sums
     within = _symmetric_update(product, p, sums.T / -counts, sums)
@@ -896,7 +911,8 @@ def chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize=8):
     """Peak bytes one chunk's summary needs besides the running total.
 
     The chunk's rows as stored, the float64 cast block, and the chunk's own
-    summary: for "pooled" the Gram product with its one-hot class columns; for
+    summary: for "pooled" the Gram product with its one-hot class columns and
+    the product's scratch space; for
     more detail every class's moments plus float64 copies of the class rows
     (two for "fourth": ``d`` and ``d²``).
     """
@@ -905,7 +921,9 @@ def chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize=8):
     width = p + (k if k <= _ONEHOT_MAX_CLASSES else 0)
     rows = n * p * int(itemsize)
     if detail == "pooled":
-        return rows + 8 * _block_rows(n, width) * width + 8 * width * width
+        # the product, and the Gram's scratch: a column panel, or numpy's p×p temporary
+        scratch = width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else width * width
+        return rows + 8 * _block_rows(n, width) * width + 8 * (width * width + scratch)
     copies = 2 if detail == "fourth" else 1
     return rows + summary_nbytes(p, k, detail) + 8 * n * p * copies
 

@@ -30,10 +30,12 @@ def assert_close_to_reference(stats, ref, tol=1e-10):
 # ------------------------------------------------------------------ the kernel
 @pytest.mark.parametrize(("k", "separation"), [(2, 0.5), (3, 50.0), (80, 50.0)])
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_in_place_syrk_kernel_matches_the_two_pass_reference(monkeypatch, k, separation, order):
-    # a narrow threshold sends these small chunks down the wide (in-place syrk) path, with
-    # a shared shift, per-class shifts, and the sorted class sums of many classes
-    monkeypatch.setattr(stats_module, "_SYRK_MIN_WIDTH", 2)
+def test_in_place_panel_kernel_matches_the_two_pass_reference(monkeypatch, k, separation, order):
+    # a narrow threshold sends these small chunks down the wide (column panel) path, with
+    # a shared shift, per-class shifts, and the sorted class sums of many classes; panels of
+    # 3 columns leave a ragged last panel
+    monkeypatch.setattr(stats_module, "_PANEL_MIN_WIDTH", 2)
+    monkeypatch.setattr(stats_module, "_GRAM_PANEL", 3)
     monkeypatch.setattr(stats_module, "_FINISH_COLUMNS", 3)  # several finishing column blocks
     X, y = offset_classes(n=3000, p=7, k=k, offset=3e5, seed=3, separation=separation)
     X = np.asarray(X, order=order)
@@ -42,8 +44,8 @@ def test_in_place_syrk_kernel_matches_the_two_pass_reference(monkeypatch, k, sep
     assert np.array_equal(s.within, s.within.T)  # mirrored, so exactly symmetric
 
 
-def test_real_width_takes_the_syrk_path_and_merges_stay_exact():
-    width = stats_module._SYRK_MIN_WIDTH + 5
+def test_real_width_takes_the_panel_path_and_merges_stay_exact():
+    width = stats_module._PANEL_MIN_WIDTH + 5
     X, y = make_classes(n=1300, p=width, k=3, seed=4, offset=1e3)
     parts = [ClassStats.from_rows(X[i:i + 500], y[i:i + 500]) for i in range(0, 1300, 500)]
     merged = parts[0] + parts[1] + parts[2]
