@@ -91,11 +91,13 @@ def wants_decision(model, decision):
     return len(model.classes_) <= DECISION_MAX_CLASSES
 
 
-def frame_attrs(model, meta=None, model_path=None, sources=None, n_rows=0, decision=True, action="written"):
+def frame_attrs(model, meta=None, model_path=None, sources=None, n_rows=0, decision=True,
+                action="written", model_id=None):
     """The attributes of an output written in ``model``'s frame.
 
     ``sources``: the per-source row ranges (None when the rows came from memory,
-    which an append cannot extend).
+    which an append cannot extend). ``model_id``: ``model.model_id_`` where the
+    caller has it already.
     """
     meta = meta or getattr(model, "meta_", None) or {}
     now = store.timestamp()
@@ -103,7 +105,7 @@ def frame_attrs(model, meta=None, model_path=None, sources=None, n_rows=0, decis
         "streamproj": {
             "format_version": 2,
             "write_id": uuid.uuid4().hex,
-            "model_id": model.model_id_,
+            "model_id": model_id or model.model_id_,
             "model_version": meta.get("version"),
             "model_path": None if model_path is None else store.normalise(model_path),
             "streamproj_version": meta.get("streamproj_version"),

@@ -650,16 +650,21 @@ def _cast_rows(rows, decode):
     return rows if decode is None else decode(rows)
 
 
-def centred_blocks(X, shift, extra_columns=0, decode=None):
+def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None):
     """Yield ``(start, stop, block)``: rows of X minus ``shift`` in float64, block by block.
 
     The blocks share one cache-sized buffer (so no float64 copy of the whole
     chunk is made); ``block`` has ``extra_columns`` spare columns on the right
     for the caller, after the p shifted ones. ``decode`` (e.g.
     :func:`bfloat16_to_float32`) turns stored rows into numbers, block by block.
+    ``block_bytes``: the buffer's size, for callers whose product needs no
+    minimum number of rows (default: the Gram's blocks, :func:`_block_rows`).
     """
     n, p = X.shape
-    rows = _block_rows(n, p + extra_columns)
+    if block_bytes is None:
+        rows = _block_rows(n, p + extra_columns)
+    else:
+        rows = max(1, min(n, block_bytes // (8 * max(1, p + extra_columns))))
     # Column-major rows (a pandas DataFrame's values) get a column-major buffer:
     # the shift is then a contiguous copy instead of a transpose (20 % of pass 1).
     column_major = X.ndim == 2 and p > 1 and X.strides[0] < X.strides[1]
