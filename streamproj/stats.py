@@ -727,7 +727,7 @@ def _add_gram(product, block, buffer):
     holds the GIL, so dask's threads ran one at a time: measured on 1,024-row
     blocks, two threads, at p = 4,096: panels 0.63 s (108 GFlop/s of useful
     work), syrk 1.17 s (59), numpy's product 1.55 s (44); at p = 2,048: 0.17,
-    0.31 and 0.33 s (``/tmp`` microbenchmark quoted in docs/bench-results.md).
+    0.31 and 0.33 s (``scripts/bench_gram.py``).
     """
     q = block.shape[1]
     if q < _PANEL_MIN_WIDTH:
