@@ -864,7 +864,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
         result = None
         if params.get("boundary") is None:
-            result = solvers.lda(stats, model.shrinkage, model.priors)
+            # solved (and checked) when it was fitted: skip the O(p³) singularity test
+            result = solvers.lda(stats, model.shrinkage, model.priors, check_singular=False)
             model.priors_, model.means_ = result.priors, result.means
             model.covariance_, model.scalings_ = result.covariance, result.scalings
             model._labels_ = np.asarray(stats.classes)

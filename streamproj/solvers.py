@@ -253,7 +253,7 @@ def _check_classes(stats, needed="a boundary"):
         raise InputError(msg)
 
 
-def _scaled_factor(cov, what, advice):
+def _scaled_factor(cov, what, advice, check=True):
     """Cholesky factor of the correlation form of ``cov``, deciding singularity scale-invariantly.
 
     With ``D = diag(cov)``, ``C = D^-1/2 cov D^-1/2`` has a unit diagonal
@@ -262,6 +262,10 @@ def _scaled_factor(cov, what, advice):
     is below ``p·eps`` times its largest. Solving in this basis,
     ``cov⁻¹ v = D^-1/2 C⁻¹ D^-1/2 v``, keeps the digits that a solve with
     ``cov`` itself would lose to the spread of its diagonal.
+
+    ``check=False`` skips the eigenvalue test (an O(p³) ``eigvalsh``: 1.8 s at
+    p = 4,096) for a covariance that passed it before, e.g. a saved model's;
+    a ``corr`` that is not positive definite still raises.
 
     Returns
     -------
@@ -286,14 +290,19 @@ def _scaled_factor(cov, what, advice):
     scale = np.sqrt(diag)
     corr = cov / scale[:, None]  # one p×p array: no outer product of the scales
     corr /= scale[None, :]
-    evals = linalg.eigvalsh(corr)
-    if evals[0] <= evals[-1] * corr.shape[0] * _EPS:
-        msg = (
-            f"{what} is singular (smallest eigenvalue of its correlation form {evals[0]:.3g}, "
-            f"largest {evals[-1]:.3g}, {cov.shape[0]} features); {advice}"
-        )
-        raise SingularScatterError(msg)
-    return scale, corr, linalg.cho_factor(corr)
+    if check:
+        evals = linalg.eigvalsh(corr)
+        if evals[0] <= evals[-1] * corr.shape[0] * _EPS:
+            msg = (
+                f"{what} is singular (smallest eigenvalue of its correlation form {evals[0]:.3g}, "
+                f"largest {evals[-1]:.3g}, {cov.shape[0]} features); {advice}"
+            )
+            raise SingularScatterError(msg)
+    try:
+        return scale, corr, linalg.cho_factor(corr)
+    except linalg.LinAlgError:
+        msg = f"{what} is singular (its correlation form is not positive definite); {advice}"
+        raise SingularScatterError(msg) from None
 
 
 def _scaled_solve(scale, factor, rhs):
@@ -373,7 +382,8 @@ class LDA:
     mean_decision: np.ndarray
 
 
-def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | None = None) -> LDA:
+def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | None = None,
+        *, check_singular: bool = True) -> LDA:
     """Linear discriminant analysis (scikit-learn's "eigen" solver) from summaries.
 
     Every solve is a Cholesky solve in the correlation basis of the
@@ -383,7 +393,9 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     ``-coef·(μ_0+μ_1)/2 + log(π_1/π_0)``, equal to scikit-learn's but without
     the cancellation of two huge quadratic terms. Decisions are also given in
     centred form (see :class:`LDA`), which streamproj uses for every
-    decision, probability and prediction.
+    decision, probability and prediction. ``check_singular=False`` skips the
+    singularity test's eigenvalues, for summaries solved before (a model
+    loaded from its record): the result is the same.
     """
     _check_classes(stats, "LDA")
     shrinkage = validate_shrinkage(shrinkage)
@@ -394,6 +406,7 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
         "the within-class covariance",
         "use shrinkage (e.g. shrinkage='auto' or 0.1), or drop collinear or constant features"
         + (" — there are fewer rows than features" if stats.n_samples <= stats.n_features else ""),
+        check=check_singular,
     )
     means = stats.means
     # The centre is the float64 mean m; the decisions are centred on m itself, not on

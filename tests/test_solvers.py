@@ -179,6 +179,27 @@ def test_singular_scatter_advises_shrinkage():
         solvers.lda(stats_of(X, y, "pooled"))
 
 
+@pytest.mark.parametrize("k", [2, 4])
+def test_skipping_the_singularity_test_gives_the_same_solution(k):
+    # a model loaded from its record is solved again without the O(p³) eigenvalue test
+    X, y = make_classes(n=400, p=9, k=k, seed=10)
+    stats = stats_of(X, y, "pooled")
+    checked, trusted = solvers.lda(stats), solvers.lda(stats, check_singular=False)
+    for name in ("coef", "intercept", "scalings", "eigenvalues", "centred_coef", "centred_offset",
+                 "mean_decision"):
+        np.testing.assert_array_equal(getattr(trusted, name), getattr(checked, name), err_msg=name)
+
+
+def test_a_singular_scatter_is_refused_even_unchecked():
+    # two equal columns: the correlation form is exactly singular, so Cholesky fails
+    X, y = make_classes(n=200, p=3, seed=11)
+    X = np.column_stack([X, X[:, 0]])
+    with pytest.raises(SingularScatterError, match="not positive definite.*use shrinkage"):
+        solvers.lda(stats_of(X, y, "pooled"), check_singular=False)
+    with pytest.raises(SingularScatterError, match="smallest eigenvalue"):
+        solvers.lda(stats_of(X, y, "pooled"))
+
+
 def test_single_class_is_refused():
     with pytest.raises(InputError, match=r"at least two classes; the data hold only \[7\]"):
         solvers.lda(ClassStats.from_rows(np.random.default_rng(0).normal(size=(9, 2)), [7] * 9))
