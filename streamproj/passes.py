@@ -219,10 +219,11 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
 
 
 # The projection's float64 blocks: a product with d ≤ 3 columns needs no tall block, and
-# one that stays in a core's cache between the cast and the product made pass 2 faster
-# than 4 MiB blocks at every width (Zarr, two dask threads, medians of 5, 2026-11-24:
-# 2M x 100 float32 0.96-1.01 s vs 1.46; 300k x 1000 1.41-1.43 vs 2.13; 100k x 4096
-# float16 1.00-1.02 vs 1.48 with 256 KiB-1 MiB blocks).
+# one that stays in a core's cache between the cast and the product. In isolation (the
+# kernel alone in dask's map_blocks to Zarr, two threads, medians of 5, 2026-11-24) 256
+# KiB-1 MiB blocks beat 4 MiB ones at every width: 2M x 100 float32 0.96-1.01 s vs 1.46;
+# 300k x 1000 1.41-1.43 vs 2.13; 100k x 4096 float16 1.00-1.02 vs 1.48. In bench.py's
+# whole `project` only the 4,096-wide case moved clearly (2.34 -> 1.75 s).
 _PROJECT_BLOCK_BYTES = 2**19
 
 

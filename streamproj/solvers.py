@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: the solvers take any object with ClassSta
 __all__ = [
     "LDA",
     "QDA",
+    "SINGULARITY_TEST",
     "boundary_axes",
     "boundary_basis",
     "centred_scores",
@@ -251,6 +252,11 @@ def _check_classes(stats, needed="a boundary"):
             f"{only if only else 'no rows'} ({stats.n_samples} rows)"
         )
         raise InputError(msg)
+
+
+# Names the singularity test of :func:`_scaled_factor` in a saved model's record, so a model
+# is loaded without repeating it only where this very test passed (change it with the test).
+SINGULARITY_TEST = "correlation form: smallest eigenvalue > p·eps·largest"
 
 
 def _scaled_factor(cov, what, advice, check=True):

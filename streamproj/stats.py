@@ -626,7 +626,7 @@ def _encode_labels(y):
 # 4 MiB, but never fewer than _MIN_BLOCK_ROWS rows: 4 MiB is 523 rows at
 # p = 1,000, where numpy's product ran at 41 GFlop/s against 47 with 1,024 rows
 # (one core, this machine); the column panels used from _PANEL_MIN_WIDTH columns
-# on run at 51-55 GFlop/s a core with 1,024 rows at p = 2,048 and 4,096.
+# on run at 52-56 GFlop/s a core with 1,024 rows at p = 2,048 and 4,096.
 _BLOCK_BYTES = 4 * 2**20
 _MIN_BLOCK_ROWS = 1024
 
@@ -725,9 +725,9 @@ def _add_gram(product, block, buffer):
     is no second p×p temporary per block (at p = 4,096 that allocation took
     40 % of pass 1). BLAS syrk would do the same in place but scipy's wrapper
     holds the GIL, so dask's threads ran one at a time: measured on 1,024-row
-    blocks, two threads, at p = 4,096: panels 0.63 s (108 GFlop/s of useful
-    work), syrk 1.17 s (59), numpy's product 1.55 s (44); at p = 2,048: 0.17,
-    0.31 and 0.33 s (``scripts/bench_gram.py``).
+    blocks, two threads, at p = 4,096: panels 0.63 s (109 GFlop/s of useful
+    work), syrk 1.15 s (60), numpy's product 1.52 s (45); at p = 2,048: 0.17,
+    0.31 and 0.32 s (``scripts/bench_gram.py``, docs/bench-results.md).
     """
     q = block.shape[1]
     if q < _PANEL_MIN_WIDTH:

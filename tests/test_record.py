@@ -8,7 +8,7 @@ from conftest import make_classes, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, store
-from streamproj.errors import NotFittedError
+from streamproj.errors import NotFittedError, SingularScatterError
 from streamproj.record import ModelRecord
 
 
@@ -48,6 +48,48 @@ def test_from_state_gives_the_same_model(fitted):
     np.testing.assert_allclose(back.transform(X), model.transform(X), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(back.predict(X), model.predict(X))
     assert back.get_params() == {**model.get_params(), "progress": False}
+
+
+def _spy_lda(monkeypatch):
+    from streamproj import solvers
+
+    seen, real = [], solvers.lda
+
+    def lda(*args, **kwargs):
+        seen.append(kwargs.get("check_singular", True))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solvers, "lda", lda)
+    return seen
+
+
+def test_loading_its_own_record_skips_only_the_singularity_test(fitted, monkeypatch, tmp_path):
+    model, X = fitted
+    seen = _spy_lda(monkeypatch)
+    back = sp.BoundaryProjector.from_state(model.to_state())
+    np.testing.assert_array_equal(back.decision_function(X), model.decision_function(X))
+    with store.model_lock(tmp_path / "m"):  # and after a round trip through the store
+        store.write_record(tmp_path / "m", model.to_state())
+    again = sp.load(tmp_path / "m")
+    assert seen == [False, False]
+    np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
+
+
+def test_another_versions_or_an_edited_record_is_tested_again(fitted, monkeypatch):
+    model, X = fitted
+    seen = _spy_lda(monkeypatch)
+    meta, stats, solution = model.to_state()
+    old = {k: v for k, v in meta.items() if k != "singularity_test"}  # as 0.1 wrote them
+    sp.BoundaryProjector.from_state(ModelRecord(old, stats, solution))
+    assert seen == [True]
+    # summaries swapped for numerically singular ones (a column that nearly repeats another):
+    # the record's model_id no longer matches, so the test runs and refuses them
+    y = model.predict(X)
+    meta, _, solution = sp.BoundaryProjector().fit(X, y).to_state()  # no shrinkage
+    bad = np.asarray(X, dtype=np.float64).copy()
+    bad[:, -1] = bad[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(bad.shape[0])
+    with pytest.raises(SingularScatterError, match="smallest eigenvalue"):
+        sp.BoundaryProjector.from_state(ModelRecord(meta, sp.ClassStats.from_rows(bad, y), solution))
 
 
 def test_unfitted_model_has_no_record():

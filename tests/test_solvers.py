@@ -190,16 +190,6 @@ def test_skipping_the_singularity_test_gives_the_same_solution(k):
         np.testing.assert_array_equal(getattr(trusted, name), getattr(checked, name), err_msg=name)
 
 
-def test_a_singular_scatter_is_refused_even_unchecked():
-    # two equal columns: the correlation form is exactly singular, so Cholesky fails
-    X, y = make_classes(n=200, p=3, seed=11)
-    X = np.column_stack([X, X[:, 0]])
-    with pytest.raises(SingularScatterError, match="not positive definite.*use shrinkage"):
-        solvers.lda(stats_of(X, y, "pooled"), check_singular=False)
-    with pytest.raises(SingularScatterError, match="smallest eigenvalue"):
-        solvers.lda(stats_of(X, y, "pooled"))
-
-
 def test_single_class_is_refused():
     with pytest.raises(InputError, match=r"at least two classes; the data hold only \[7\]"):
         solvers.lda(ClassStats.from_rows(np.random.default_rng(0).normal(size=(9, 2)), [7] * 9))
