@@ -291,6 +291,9 @@ class _SummaryClassifier:
         self.classes_ = np.asarray(classes if given is None else given)
         self.stats_ = stats
         self.n_features_in_ = stats.n_features
+        # A loaded model's meta_ describes its saved version, which this model no longer is
+        # (an output projected now would have claimed that version and its model_id).
+        self.__dict__.pop("meta_", None)
 
     def _drop_solution(self, reason):
         for name in self._solution_attributes:

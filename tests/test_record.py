@@ -127,3 +127,19 @@ def test_jobs_keep_the_ledger_in_the_record(tmp_path):
     assert [s["url"].rsplit("/", 1)[-1] for s in record.sources] == ["a.zarr", "b.zarr"]
     assert [h["event"] for h in record.history] == ["fit", "update"]
     assert record.stats.n_samples == 200
+
+
+def test_a_loaded_model_updated_in_memory_no_longer_claims_its_saved_version(tmp_path):
+    X, y = make_classes(n=300, p=4, seed=43)
+    with store.model_lock(tmp_path / "m"):
+        store.write_record(tmp_path / "m", sp.BoundaryProjector().fit(X[:150], y[:150]).to_state())
+    model = sp.load(tmp_path / "m")
+    assert model.meta_["version"] == "v000001"
+    model.partial_fit(X[150:], y[150:])
+    assert not hasattr(model, "meta_")
+    jobs.project(model, X, tmp_path / "out.zarr")
+    group = store.open_output(tmp_path / "out.zarr")
+    attrs = group.attrs["streamproj"]
+    meta, _, _ = store.read_output_frame(group)
+    assert attrs["model_id"] == meta["model_id"] == model.model_id_
+    assert attrs["model_version"] is None
