@@ -869,12 +869,17 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
         result = None
         if params.get("boundary") is None:
+            if model.classes_.shape[0] != stats.n_classes:
+                # classes declared by partial_fit(classes=...), some with no rows yet: the
+                # priors given for all of them are solved for those with rows, as when fitted
+                model._declared = model.classes_
             # A record written after this singularity test passed, for exactly these
             # summaries, skips its O(p³) eigenvalues (2.2 s at p = 4,096). Any other record
             # (0.1's tested the raw covariance; edited; built by hand) is tested again.
             trusted = (meta.get("singularity_test") == solvers.SINGULARITY_TEST
                        and meta.get("model_id") == model.model_id_)
-            result = solvers.lda(stats, model.shrinkage, model.priors, check_singular=not trusted)
+            result = solvers.lda(stats, model.shrinkage, model._solved_priors(stats),
+                                 check_singular=not trusted)
             model.priors_, model.means_ = result.priors, result.means
             model.covariance_, model.scalings_ = result.covariance, result.scalings
             model._labels_ = np.asarray(stats.classes)

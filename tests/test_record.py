@@ -143,3 +143,17 @@ def test_a_loaded_model_updated_in_memory_no_longer_claims_its_saved_version(tmp
     meta, _, _ = store.read_output_frame(group)
     assert attrs["model_id"] == meta["model_id"] == model.model_id_
     assert attrs["model_version"] is None
+
+
+def test_declared_classes_without_rows_and_their_priors_survive_a_record(tmp_path):
+    X, y = make_classes(n=300, p=4, k=3, seed=44)
+    two = y < 2
+    model = sp.BoundaryProjector(priors=[0.2, 0.3, 0.5]).partial_fit(X[two], y[two],
+                                                                     classes=[0, 1, 2])
+    back = sp.BoundaryProjector.from_state(model.to_state())
+    np.testing.assert_array_equal(back.classes_, [0, 1, 2])
+    np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
+    # the class without rows arrives later: both models take it the same way
+    model.partial_fit(X[~two], y[~two])
+    back.partial_fit(X[~two], y[~two])
+    np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
