@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 
 from . import store
-from .passes import project_blocks, store_projection
+from .passes import project_blocks, score_blocks, store_projection
 from .solvers import scores_to_index
 from .validation import as_dask_labels, as_dask_rows
 
@@ -58,9 +58,15 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
         decision_dims: tuple[str, ...] = ("row",)
     else:
         # Centred forms: X @ coef.T + intercept itself cancels digits far from the origin.
-        # (Rows as they are: the caller matched the source's features to the model's.)
-        decision = model._decisions(X)
-        index = scores_to_index(model._scores(X))
+        # (Rows as they are: the caller matched the source's features to the model's.) The
+        # decisions and the scores share their centre: one cast of each block (and bfloat16
+        # decoded) for both.
+        K = coef.shape[0]
+        both = score_blocks(X, model._score_center_, np.vstack([coef, model._score_coef_]),
+                            np.concatenate([model._decision_offset_, model._score_offset_]),
+                            bfloat16=getattr(model, "bfloat16", False))
+        decision = both[:, :K]
+        index = scores_to_index(both[:, K:])
         decision_dims = ("row", "class")
     predicted = model._take_classes(index)
     arrays = {

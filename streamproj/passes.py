@@ -38,6 +38,7 @@ __all__ = [
     "default_memory_budget",
     "finish_summary",
     "project_blocks",
+    "score_blocks",
     "store_projection",
     "summary_graph",
 ]
@@ -242,6 +243,41 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
         msg = f"{name} rows from {row_offset + first} are too large to project in float64"
         raise BadValuesError(msg)
     return out
+
+
+def _score_block(block, center, coefs, offsets, bfloat16=False):
+    block = np.asarray(block)
+    decode = bfloat16_to_float32 if bfloat16 else None
+    out = np.empty((block.shape[0], coefs.shape[0]))
+    with np.errstate(invalid="ignore", over="ignore"):  # bad rows: project_blocks names them
+        for start, stop, rows in centred_blocks(block, center, decode=decode,
+                                                block_bytes=_PROJECT_BLOCK_BYTES):
+            np.matmul(rows, coefs.T, out=out[start:stop])
+    out += offsets
+    return out
+
+
+def score_blocks(X, center, coefs, offsets, bfloat16=False):
+    """Lazy ``(X - center) @ coefsᵀ + offsets`` in float64, chunk by chunk.
+
+    Several linear scores of the same rows (e.g. the decisions and the
+    centred scores of K > 2 classes, stacked) from one cast of each block.
+    ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded exactly).
+    """
+    center = np.asarray(center, dtype=np.float64)
+    coefs = np.asarray(coefs, dtype=np.float64)
+    offsets = np.asarray(offsets, dtype=np.float64)
+    return X.map_blocks(
+        _score_block,
+        center,
+        coefs,
+        offsets,
+        bfloat16,
+        dtype=np.float64,
+        chunks=(X.chunks[0], (coefs.shape[0],)),
+        name=f"streamproj-scores-{tokenize(X, center, coefs, offsets, bfloat16)}",
+        meta=np.empty((0, coefs.shape[0])),
+    )
 
 
 def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False):

@@ -275,3 +275,39 @@ def test_command_line_refuses_a_bad_size(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "--max-summary-memory must be a number of bytes" in err[0]
+
+
+def test_bfloat16_outputs_of_three_classes_decide_on_the_values(tmp_path):
+    # K > 2 decisions and predicted classes are computed from the rows' values, not from
+    # their uint16 bit patterns (they were: the decisions were off by 9e5)
+    import zarr
+
+    from streamproj import jobs
+
+    X, y = make_classes(n=900, p=6, k=3, seed=12, offset=2.0)
+    bits = to_bfloat16_bits(X)
+    values = bfloat16_to_float32(bits)
+    m = sp.BoundaryProjector(bfloat16=True, chunk_rows=200).fit(bits, y)
+    ref = sp.BoundaryProjector(chunk_rows=200).fit(values, y)
+    jobs.project(m, da.from_array(bits, chunks=(200, -1)), tmp_path / "out.zarr", y=y)
+    group = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+    expected = ref.decision_function(values)
+    np.testing.assert_allclose(group["decision"][:], expected, rtol=0,
+                               atol=1e-12 * np.abs(expected).max())
+    assert (group["predicted"][:] == ref.predict(values)).all()
+
+
+def test_bfloat16_rows_in_the_pca_panel():
+    from streamproj.plot.picture import _pca_panel
+    from streamproj.plot.reading import ClassMap
+
+    X, y = make_classes(n=900, p=6, k=3, seed=13, offset=2.0)
+    bits = to_bfloat16_bits(X)
+    values = bfloat16_to_float32(bits)
+    m = sp.BoundaryProjector(bfloat16=True).fit(bits, y)
+    ref = sp.BoundaryProjector().fit(values, y)
+    cm = ClassMap(np.unique(y))
+    a = _pca_panel(m, bits, y, cm, "raw", 60)
+    b = _pca_panel(ref, values, y, cm, "raw", 60)
+    assert a.note == b.note  # the same disagreement with the classifier, rows outside
+    np.testing.assert_array_equal(a.grid, b.grid)

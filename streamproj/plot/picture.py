@@ -15,7 +15,7 @@ import zarr
 
 from .. import solvers, store
 from ..errors import InputError
-from ..stats import ClassStats
+from ..stats import ClassStats, bfloat16_to_float32
 from . import figure as figmod
 from .reading import (
     Blocks,
@@ -270,9 +270,16 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
     lda2 = solvers.lda(plane)
     blocks = Blocks({"x": X, "label": labels})
     classes = np.asarray(model.classes_)
+    bfloat16 = getattr(model, "bfloat16", False)  # rows as stored: decode them as the model does
+
+    def decode(x):
+        return bfloat16_to_float32(x) if bfloat16 else x
+
+    def centred(x):
+        return np.subtract(x, mean, dtype=np.float64) @ lin.T
 
     def project(x):
-        return np.subtract(x, mean, dtype=np.float64) @ lin.T
+        return centred(decode(x))
 
     def choice(z):
         # scores of the plane's own LDA (z is already centred: no cancellation)
@@ -286,11 +293,11 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
                              choice=choice)
 
     def work(block, _start):
-        x = block["x"]
-        # the model's classes of a block of raw rows (not model.predict: a numpy block has no
+        x = decode(block["x"])
+        # the model's classes of a block of rows (not model.predict: a numpy block has no
         # column names, and a model fitted on named columns would warn on every block)
         predicted = model._take_classes(solvers.scores_to_index(model._scores(x)))
-        summary.add({"z": project(x), "label": block["label"], "predicted": predicted})
+        summary.add({"z": centred(x), "label": block["label"], "predicted": predicted})
 
     stream(blocks, work)
     disagree = 1 - summary.agree / max(summary.predicted, 1)
