@@ -323,6 +323,7 @@ class _SummaryClassifier:
         if not isinstance(stats, ClassStats):
             msg = f"expected a ClassStats; got {type(stats).__name__}"
             raise InputError(msg)
+        self._check_labels_declared(stats)  # as partial_fit: classes=... fixed the label set
         if hasattr(self, "stats_"):
             if stats.n_features != self.stats_.n_features:
                 msg = (f"the new rows have {stats.n_features} features but the model was "
@@ -734,7 +735,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
 
         self._check_fitted()
         model = StreamingQDA(priors=self.priors, reg_param=reg_param, ddof=ddof,
-                             chunk_rows=self.chunk_rows, progress=self.progress)
+                             chunk_rows=self.chunk_rows, progress=self.progress,
+                             bfloat16=self.bfloat16)
         model._declared = getattr(self, "_declared", None)
         model.partial_fit_stats(self.stats_)
         if hasattr(self, "feature_names_in_"):

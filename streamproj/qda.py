@@ -40,6 +40,9 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         Rows per chunk for in-memory input.
     progress : bool, default=False
         Progress bars over chunks.
+    bfloat16 : bool, default=False
+        X holds bfloat16 values stored as uint16 bit patterns, decoded exactly
+        (as :class:`~streamproj.BoundaryProjector`'s ``bfloat16``).
 
     Attributes
     ----------
@@ -61,17 +64,20 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         "ddof": [Interval(Integral, 0, 1, closed="both")],
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "progress": ["boolean"],
+        "bfloat16": ["boolean"],
     }
     _needs = "QDA"
     _solution_attributes = ("rotations_", "scalings_", "means_", "priors_", "_labels_", "_qda_")
 
     def __init__(self, priors: Any = None, reg_param: float = 0.0, *, ddof: int = 0,
-                 chunk_rows: int | None = None, progress: bool = False) -> None:
+                 chunk_rows: int | None = None, progress: bool = False,
+                 bfloat16: bool = False) -> None:
         self.priors = priors
         self.reg_param = reg_param
         self.ddof = ddof
         self.chunk_rows = chunk_rows
         self.progress = progress
+        self.bfloat16 = bfloat16
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -8,7 +8,7 @@ from conftest import make_classes, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, store
-from streamproj.errors import NotFittedError, SingularScatterError
+from streamproj.errors import InputError, NotFittedError, SingularScatterError
 from streamproj.record import ModelRecord
 
 
@@ -157,3 +157,16 @@ def test_declared_classes_without_rows_and_their_priors_survive_a_record(tmp_pat
     model.partial_fit(X[~two], y[~two])
     back.partial_fit(X[~two], y[~two])
     np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
+
+
+def test_a_label_outside_the_declared_classes_is_refused_after_a_load():
+    # summaries merged into a loaded model (the update and merge jobs) meet the same check
+    # as partial_fit: otherwise classes_ kept [0, 1, 2] while the summaries held 0, 1 and 3
+    X, y = make_classes(n=400, p=4, k=4, seed=45)
+    two = y < 2
+    model = sp.BoundaryProjector().partial_fit(X[two], y[two], classes=[0, 1, 2])
+    back = sp.BoundaryProjector.from_state(model.to_state())
+    new = sp.ClassStats.from_rows(X[y == 3], y[y == 3])
+    for m in (model, back):
+        with pytest.raises(InputError, match="label 3, which is not among the classes"):
+            m.partial_fit_stats(new)

@@ -311,3 +311,15 @@ def test_bfloat16_rows_in_the_pca_panel():
     b = _pca_panel(ref, values, y, cm, "raw", 60)
     assert a.note == b.note  # the same disagreement with the classifier, rows outside
     np.testing.assert_array_equal(a.grid, b.grid)
+
+
+def test_bfloat16_carries_over_to_the_qda_model():
+    X, y = make_classes(n=900, p=5, k=3, seed=14, offset=2.0)
+    bits = to_bfloat16_bits(X)
+    values = bfloat16_to_float32(bits)
+    qda = sp.BoundaryProjector(bfloat16=True, keep_class_scatter=True).fit(bits, y).to_qda()
+    assert qda.bfloat16
+    ref = sp.StreamingQDA().fit(values, y)
+    np.testing.assert_allclose(qda.predict_proba(bits), ref.predict_proba(values), rtol=1e-12,
+                               atol=1e-14)
+    assert (sp.StreamingQDA(bfloat16=True).fit(bits, y).predict(bits) == ref.predict(values)).all()
