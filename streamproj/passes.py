@@ -228,14 +228,20 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
 _PROJECT_BLOCK_BYTES = 2**19
 
 
-def _project_block(block, center, components, name, row_offset, bfloat16=False, block_info=None):
-    block = np.asarray(block)
+def _centred_product(block, center, matrix, bfloat16):
+    """``(block - center) @ matrixᵀ`` in float64, one cache-sized block of rows at a time."""
     decode = bfloat16_to_float32 if bfloat16 else None
-    out = np.empty((block.shape[0], components.shape[0]))
-    with np.errstate(invalid="ignore", over="ignore"):
+    out = np.empty((block.shape[0], matrix.shape[0]))
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows: checked by the caller
         for start, stop, rows in centred_blocks(block, center, decode=decode,
                                                 block_bytes=_PROJECT_BLOCK_BYTES):
-            np.matmul(rows, components.T, out=out[start:stop])
+            np.matmul(rows, matrix.T, out=out[start:stop])
+    return out
+
+
+def _project_block(block, center, components, name, row_offset, bfloat16=False, block_info=None):
+    block = np.asarray(block)
+    out = _centred_product(block, center, components, bfloat16)
     # Any NaN or inf in a row makes its coordinates non-finite: check the small output.
     if not np.isfinite(out).all():
         first = block_info[0]["array-location"][0][0] if block_info else 0
@@ -246,15 +252,21 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
 
 
 def _score_block(block, center, coefs, offsets, bfloat16=False):
-    block = np.asarray(block)
-    decode = bfloat16_to_float32 if bfloat16 else None
-    out = np.empty((block.shape[0], coefs.shape[0]))
-    with np.errstate(invalid="ignore", over="ignore"):  # bad rows: project_blocks names them
-        for start, stop, rows in centred_blocks(block, center, decode=decode,
-                                                block_bytes=_PROJECT_BLOCK_BYTES):
-            np.matmul(rows, coefs.T, out=out[start:stop])
+    out = _centred_product(np.asarray(block), center, coefs, bfloat16)
     out += offsets
     return out
+
+
+def _by_rows(X, kernel, args, width, prefix):
+    """``kernel(chunk, *args)`` over X's row chunks: a lazy (n, width) float64 array."""
+    return X.map_blocks(
+        kernel,
+        *args,
+        dtype=np.float64,
+        chunks=(X.chunks[0], (width,)),
+        name=f"{prefix}-{tokenize(X, *args)}",
+        meta=np.empty((0, width)),
+    )
 
 
 def score_blocks(X, center, coefs, offsets, bfloat16=False):
@@ -262,22 +274,14 @@ def score_blocks(X, center, coefs, offsets, bfloat16=False):
 
     Several linear scores of the same rows (e.g. the decisions and the
     centred scores of K > 2 classes, stacked) from one cast of each block.
-    ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded exactly).
+    Non-finite rows give non-finite scores (:func:`project_blocks` names
+    them). ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded
+    exactly).
     """
-    center = np.asarray(center, dtype=np.float64)
     coefs = np.asarray(coefs, dtype=np.float64)
-    offsets = np.asarray(offsets, dtype=np.float64)
-    return X.map_blocks(
-        _score_block,
-        center,
-        coefs,
-        offsets,
-        bfloat16,
-        dtype=np.float64,
-        chunks=(X.chunks[0], (coefs.shape[0],)),
-        name=f"streamproj-scores-{tokenize(X, center, coefs, offsets, bfloat16)}",
-        meta=np.empty((0, coefs.shape[0])),
-    )
+    args = (np.asarray(center, dtype=np.float64), coefs, np.asarray(offsets, dtype=np.float64),
+            bfloat16)
+    return _by_rows(X, _score_block, args, coefs.shape[0], "streamproj-scores")
 
 
 def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False):
@@ -291,18 +295,8 @@ def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False
     if X.shape[1] != components.shape[1]:
         msg = f"{name} has {X.shape[1]} features but the model was fitted on {components.shape[1]}"
         raise InputError(msg)
-    return X.map_blocks(
-        _project_block,
-        center,
-        components,
-        name,
-        row_offset,
-        bfloat16,
-        dtype=np.float64,
-        chunks=(X.chunks[0], (components.shape[0],)),
-        name=f"streamproj-project-{tokenize(X, center, components, bfloat16)}",
-        meta=np.empty((0, components.shape[0])),
-    )
+    return _by_rows(X, _project_block, (center, components, name, row_offset, bfloat16),
+                    components.shape[0], "streamproj-project")
 
 
 def store_projection(sources, targets, progress=False, total=None, compute=True):
