@@ -631,9 +631,9 @@ _BLOCK_BYTES = 4 * 2**20
 _MIN_BLOCK_ROWS = 1024
 
 
-def _block_rows(n_rows, width):
-    """Rows per cast block for ``width`` float64 columns."""
-    return max(1, min(n_rows, max(_MIN_BLOCK_ROWS, _BLOCK_BYTES // (8 * max(1, width)))))
+def _block_rows(n_rows, width, block_bytes=_BLOCK_BYTES, min_rows=_MIN_BLOCK_ROWS):
+    """Rows per cast block of ``block_bytes`` for ``width`` float64 columns, at least ``min_rows``."""
+    return max(1, min(n_rows, max(min_rows, block_bytes // (8 * max(1, width)))))
 
 
 def bfloat16_to_float32(rows):
@@ -664,7 +664,7 @@ def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None):
     if block_bytes is None:
         rows = _block_rows(n, p + extra_columns)
     else:
-        rows = max(1, min(n, block_bytes // (8 * max(1, p + extra_columns))))
+        rows = _block_rows(n, p + extra_columns, block_bytes, min_rows=1)
     # Column-major rows (a pandas DataFrame's values) get a column-major buffer:
     # the shift is then a contiguous copy instead of a transpose (20 % of pass 1).
     column_major = X.ndim == 2 and p > 1 and X.strides[0] < X.strides[1]
