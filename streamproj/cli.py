@@ -269,8 +269,9 @@ def _describe_project(report):
     if action == "appended":
         return (f"appended {report['rows_written']:,} rows to {report['output']} in its frame "
                 f"(drift {report['drift_deg']:.4g}°); {report['rows']:,} rows in all")
+    others = [n for n in report.get("arrays", ["projection", "predicted"]) if n != "projection"]
     text = (f"wrote {report['output']}: projection ({report['rows']:,} x {report['n_components']}), "
-            "predicted")
+            + ", ".join(others))
     if action == "rewritten":
         text = f"rewrote {report['output']} in the model's frame ({report['reason']}): " + text.split(": ", 1)[1]
     return text

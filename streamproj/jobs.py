@@ -851,6 +851,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         _write_full(model, meta, model_path, arrays, out, overwrite or state is not None, decision,
                     progress, ranges, action)
     return {**base, "status": "projected", "output_action": action, "reason": reason,
+            "arrays": outputs.written_names(arrays, outputs.wants_decision(model, decision)),
             "rows": int(X.shape[0]), "rows_written": int(X.shape[0]), "drift_deg": drift,
             "sources": [{"url": s.url, "rows_written": s.n_rows, "rows_skipped": 0} for s in srcs],
             "timings": clock.report(), "versions": _versions(meta["version"])}

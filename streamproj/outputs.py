@@ -26,6 +26,7 @@ __all__ = [
     "frame_attrs",
     "projection_arrays",
     "write_arrays",
+    "written_names",
 ]
 
 #: ``decision`` is written by default up to this many classes (it is n×K float64).
@@ -144,6 +145,12 @@ def _aligned(n_old, m, rows):
     return tuple(out)
 
 
+def written_names(arrays, decision):
+    """The names :func:`write_arrays` stores: ``decision`` only where kept, ``y`` where given."""
+    return [n for n in ("projection", "predicted", "decision", "y") if n in arrays
+            and (n != "decision" or decision)]
+
+
 def write_arrays(group, arrays, model, decision, progress=False, append_at=None, compute=True):
     """Store lazy ``arrays`` (from :func:`projection_arrays`) in an output group, in one compute.
 
@@ -153,8 +160,7 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None,
     ``compute=False`` creates or grows the arrays and returns the lazy store
     (and its chunk count) for the caller to compute with other graphs.
     """
-    names = [n for n in ("projection", "predicted", "decision", "y") if n in arrays
-             and (n != "decision" or decision)]
+    names = written_names(arrays, decision)
     sources, targets = [], []
     if append_at is None:
         rows = arrays["projection"][0].chunks[0][0]

@@ -39,7 +39,11 @@ def test_fit_project_roundtrip(batches, capsys):
     out = zarr.open_group(str(d / "out.zarr"), mode="r")
     model = sp.load(d / "m")
     np.testing.assert_allclose(out["projection"][:], model.transform(X[parts["A"]]), rtol=1e-13, atol=1e-13)
-    assert "fitted" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "fitted" in said
+    # the summary names every array written (three classes: their decisions too)
+    assert f"projection (600 x 3), {', '.join(['predicted', 'decision', 'y'])}" in said
+    assert {"predicted", "decision", "y"} <= set(out.array_keys())
 
 
 def test_updates_merge_only_new_rows(batches, capsys):
