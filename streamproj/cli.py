@@ -194,7 +194,7 @@ def build_parser():
     p.set_defaults(func=_plot)
 
     p = sub.add_parser("demo", help="make the seed's 'coin' data in DIR and run everything on it")
-    p.add_argument("dir", metavar="DIR", help="folder for data.zarr, model, coords.zarr, demo.png, view.html")
+    p.add_argument("dir", metavar="DIR", help="folder for data.zarr, model, projection.zarr, demo.png, view.html")
     p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200,000)")
     p.add_argument("--features", type=int, default=10, help="features (default 10)")
     p.add_argument("--chunk-rows", type=int, default=50_000, help="rows per Zarr chunk (default 50,000)")

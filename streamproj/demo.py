@@ -62,7 +62,7 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     data, model_dir = directory / "data.zarr", directory / "model"
-    coords, figure = directory / "coords.zarr", directory / "demo.png"
+    coords, figure = directory / "projection.zarr", directory / "demo.png"
     view_file = directory / "view.html"
     t0 = time.perf_counter()
     write_coin(data, n_rows, p, chunk_rows, seed, progress)
@@ -93,7 +93,7 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
             model.stats_, solvers.pca_axes(model.stats_.total), model.stats_.mean) / n,
         "seconds": {"write data": t1 - t0, "fit": t2 - t1, "project": t3 - t2, "picture": t4 - t3,
                     "view": t5 - t4},
-        "files": {"data": str(data), "model": str(model_dir), "coords": str(coords),
+        "files": {"data": str(data), "model": str(model_dir), "projection": str(coords),
                   "figure": str(figure), "view": str(view_file)},
     }
     return summary

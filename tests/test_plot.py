@@ -447,7 +447,7 @@ def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000", "--chunk-rows", "7000"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"agrees with classifier 100\.00% of rows", out), out
-    for name in ("data.zarr", "model", "coords.zarr", "demo.png", "view.html"):
+    for name in ("data.zarr", "model", "projection.zarr", "demo.png", "view.html"):
         assert (tmp_path / "demo" / name).exists()
     assert mpimg.imread(tmp_path / "demo" / "demo.png").shape[1] > 800
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000"]) == 0  # reruns in place
