@@ -4,7 +4,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import make_classes, offset_classes, two_pass, write_zarr
+from conftest import make_classes, offset_classes, one_error_line, two_pass, write_zarr
 
 import streamproj as sp
 from streamproj import stats as stats_module
@@ -323,3 +323,35 @@ def test_bfloat16_carries_over_to_the_qda_model():
     np.testing.assert_allclose(qda.predict_proba(bits), ref.predict_proba(values), rtol=1e-12,
                                atol=1e-14)
     assert (sp.StreamingQDA(bfloat16=True).fit(bits, y).predict(bits) == ref.predict(values)).all()
+
+
+def test_a_bfloat16_model_decodes_its_updates_and_refuses_decoded_rows(tmp_path, capsys):
+    # the README: the saved model remembers --bfloat16, so update decodes the raw uint16 rows
+    # the same way, and float rows given to it are refused in one line
+    X, y = make_classes(n=1200, p=6, k=3, seed=15, offset=2.0)
+    bits = to_bfloat16_bits(X)
+    write_zarr(tmp_path / "a.zarr", bits[:600], y[:600], chunk_rows=200)
+    write_zarr(tmp_path / "b.zarr", bits[600:], y[600:], chunk_rows=200)
+    write_zarr(tmp_path / "floats.zarr", bfloat16_to_float32(bits[600:]), y[600:], chunk_rows=200)
+    m = str(tmp_path / "m")
+    assert main(["fit", str(tmp_path / "a.zarr"), "--model", m, "--bfloat16"]) == 0
+    assert main(["update", m, str(tmp_path / "b.zarr")]) == 0
+    ref = sp.BoundaryProjector().fit(bfloat16_to_float32(bits), y)
+    np.testing.assert_allclose(sp.load(m).coef_, ref.coef_, rtol=1e-10)
+    capsys.readouterr()
+    assert main(["update", m, str(tmp_path / "floats.zarr")]) == 2
+    assert "bfloat16" in one_error_line(capsys)
+    np.testing.assert_allclose(sp.load(m).coef_, ref.coef_, rtol=1e-10)  # untouched
+
+
+def test_the_memory_plan_refuses_in_one_line_on_the_command_line(tmp_path, capsys):
+    X, y = make_classes(n=900, p=60, k=2, seed=16)
+    write_zarr(tmp_path / "e.zarr", X.astype(np.float16), y, chunk_rows=300)
+    status = main(["fit", str(tmp_path / "e.zarr"), "--model", str(tmp_path / "m"),
+                   "--shrinkage", "auto", "--max-summary-memory", "100kB"])
+    assert status == 2
+    line = one_error_line(capsys)
+    assert "more than max_summary_memory=100 kB" in line
+    assert "pooled detail" in line
+    assert "--max-summary-memory" in line
+    assert not (tmp_path / "m").exists()
