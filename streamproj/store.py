@@ -707,6 +707,21 @@ def _refuse_foreign(url):
     raise OutputExistsError(msg)
 
 
+def _refuse_foreign_entries(url, dest):
+    """Refuse to replace a local output that holds something no streamproj writer puts there.
+
+    An output's top level is its ``zarr.json`` and Zarr nodes (folders with
+    their own ``zarr.json``); anything else (a user's notes, a stray file) would
+    be lost with the output, so it is named and nothing is touched.
+    """
+    for entry in sorted(dest.iterdir()):
+        if entry.name == "zarr.json" or (entry.is_dir() and (entry / "zarr.json").is_file()):
+            continue
+        msg = (f"{url} is a streamproj output but also holds {entry.name}, which streamproj did "
+               "not write; it was left untouched: move that out of it, or choose another output")
+        raise OutputExistsError(msg)
+
+
 def _refuse_existing(url):
     msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it"
     raise OutputExistsError(msg)
@@ -798,6 +813,8 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
             _refuse_foreign(url)
         if kind != "absent" and not overwrite and not append:
             _refuse_existing(url)
+        if kind == "streamproj":
+            _refuse_foreign_entries(url, dest)
         if kind == "streamproj" and expect is not None:
             _check_expected(url, _attrs_of((dest / "zarr.json").read_bytes()), expect)
         tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"

@@ -78,6 +78,21 @@ def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup
     assert store.open_output(tmp_path / "empty")["projection"].shape == (300, 2)
 
 
+def test_overwrite_never_loses_what_a_user_put_inside_an_output(setup, capsys, tmp_path):
+    # a streamproj output is replaced whole: a file of the user's inside it would go with it
+    d, *_ = setup
+    (d / "o.zarr" / "my_notes.txt").write_text("what I saw in this picture")
+    line = refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o.zarr",
+                   "--overwrite", match="also holds my_notes.txt")
+    assert "left untouched" in line
+    (d / "o.zarr" / "my_notes.txt").unlink()
+    (d / "o.zarr" / "mine").mkdir()  # a folder that is not a Zarr node
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o.zarr",
+            "--overwrite", match="also holds mine")
+    (d / "o.zarr" / "mine").rmdir()
+    assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
+
+
 def test_a_config_pointing_output_at_home_is_refused(setup, capsys, tmp_path, monkeypatch):
     d, *_ = setup
     home = tmp_path / "home"
