@@ -5,6 +5,7 @@ merge tree, and name the first bad row of the whole array; pass 2
 (project_blocks, store_projection) must give (X - c) @ Vᵀ chunk by chunk.
 """
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -43,6 +44,31 @@ def test_pass_one_names_the_first_bad_row_of_the_whole_array():
     X[23, 0] = np.nan  # an earlier chunk: reported first whichever chunk fails first
     with pytest.raises(BadValuesError, match=r"rows has a non-finite value \(nan\) in row 1023"):
         accumulate(X, y, chunk_rows=10, row_offset=1000, names=("rows", "labels"))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_pass_one_names_the_first_bad_row_whichever_thread_fails_first(workers):
+    # chunks run on several threads: a chunk that fails later in time may hold the earlier row
+    X, y = make_classes(n=100, p=3, seed=54)
+    X[25, 2] = np.inf  # chunk 2
+    X[15, 1] = np.nan  # chunk 1
+    X[91, 0] = np.nan  # chunk 9
+    with (dask.config.set(num_workers=workers),
+          pytest.raises(BadValuesError, match=r"non-finite value \(nan\) in row 15")):
+        accumulate(X, y, chunk_rows=10)
+
+
+@pytest.mark.parametrize("detail", ["pooled", "per_class"])
+def test_pass_one_is_bit_for_bit_the_same_on_any_number_of_threads(detail):
+    # `verify` re-reads merged rows and compares their summary's fingerprint bit for bit:
+    # pass 1 may not depend on which thread finished first, nor on how many there are
+    X, y = make_classes(n=3000, p=40, k=3, seed=57)
+    X += 1e4
+    prints = set()
+    for workers in (1, 2, 3, 8, 2, 3):
+        with dask.config.set(num_workers=workers):
+            prints.add(accumulate(X, y, detail, chunk_rows=97).fingerprint())
+    assert len(prints) == 1
 
 
 def test_pass_one_refuses_no_rows_and_mismatched_labels():
