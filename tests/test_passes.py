@@ -12,6 +12,7 @@ import pytest
 import zarr
 from conftest import make_classes
 
+from streamproj import passes
 from streamproj.errors import BadValuesError, InputError
 from streamproj.passes import accumulate, project_blocks, store_projection
 from streamproj.stats import ClassStats
@@ -46,8 +47,27 @@ def test_pass_one_names_the_first_bad_row_of_the_whole_array():
         accumulate(X, y, chunk_rows=10, row_offset=1000, names=("rows", "labels"))
 
 
+@pytest.fixture(params=["tree", "fold"])
+def merge_order(request, monkeypatch):
+    """Both of pass 1's merge orders: the tree, and the row-order fold wide summaries take."""
+    if request.param == "fold":
+        monkeypatch.setattr(passes, "_WIDE_SUMMARY_BYTES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 13, 1000])
+def test_pass_one_folded_matches_the_in_memory_summary(chunk_rows, monkeypatch):
+    monkeypatch.setattr(passes, "_WIDE_SUMMARY_BYTES", 0)
+    X, y = make_classes(n=90, p=3, k=3, seed=58)
+    whole = ClassStats.from_rows(X + 1e5, y)
+    got = accumulate(X + 1e5, y, chunk_rows=chunk_rows)
+    np.testing.assert_array_equal(got.counts, whole.counts)
+    np.testing.assert_allclose(got.deviations(whole.mean), whole.deviations(whole.mean), atol=1e-9)
+    np.testing.assert_allclose(got.within, whole.within, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
-def test_pass_one_names_the_first_bad_row_whichever_thread_fails_first(workers):
+def test_pass_one_names_the_first_bad_row_whichever_thread_fails_first(workers, merge_order):
     # chunks run on several threads: a chunk that fails later in time may hold the earlier row
     X, y = make_classes(n=100, p=3, seed=54)
     X[25, 2] = np.inf  # chunk 2
@@ -59,7 +79,7 @@ def test_pass_one_names_the_first_bad_row_whichever_thread_fails_first(workers):
 
 
 @pytest.mark.parametrize("detail", ["pooled", "per_class"])
-def test_pass_one_is_bit_for_bit_the_same_on_any_number_of_threads(detail):
+def test_pass_one_is_bit_for_bit_the_same_on_any_number_of_threads(detail, merge_order):
     # `verify` re-reads merged rows and compares their summary's fingerprint bit for bit:
     # pass 1 may not depend on which thread finished first, nor on how many there are
     X, y = make_classes(n=3000, p=40, k=3, seed=57)
