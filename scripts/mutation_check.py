@@ -80,7 +80,7 @@ MUTATIONS = [
     ("Ledoit-Wolf: beta over p(n-1)", "streamproj/solvers.py",
      "beta = (beta_ / n - delta_) / (p * n)", "beta = (beta_ / n - delta_) / (p * (n - 1))"),
     ("singularity decided on cov, not its correlation form", "streamproj/solvers.py",
-     "evals = linalg.eigvalsh(corr)", "evals = linalg.eigvalsh(cov)"),
+     "evals = linalg.eigvalsh(corr, overwrite_a=True)", "evals = linalg.eigvalsh(cov.copy(), overwrite_a=True)"),
     ("scaled solve multiplies by the scale", "streamproj/solvers.py",
      "return linalg.cho_solve(factor, rhs / d) / d", "return linalg.cho_solve(factor, rhs / d) * d"),
     ("LDA two classes: mean difference sign", "streamproj/solvers.py",

@@ -598,7 +598,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             w, b = solvers.unit_boundary(coef, intercept)
         center, scatter, spike = solvers.projection_center(
             stats, w, b, self.center, mean_distance if w is not None else None)
-        V = solvers.boundary_axes(basis, scatter, self.n_components, spike)
+        V = solvers.boundary_axes(basis, scatter, self.n_components, spike, overwrite_scatter=True)
         for name in ("priors_", "means_", "covariance_", "scalings_"):
             self.__dict__.pop(name, None)
         for name, value in fitted.items():

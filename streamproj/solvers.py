@@ -277,8 +277,7 @@ def _scaled_factor(cov, what, advice, check=True):
     -------
     scale : ndarray of shape (p,)
         ``sqrt(diag(cov))``.
-    corr : ndarray of shape (p, p)
-    factor : the ``cho_factor`` of ``corr``
+    factor : the ``cho_factor`` of ``corr`` (``_correlation(cov, scale)``)
 
     Raises
     ------
@@ -294,21 +293,30 @@ def _scaled_factor(cov, what, advice, check=True):
         )
         raise SingularScatterError(msg)
     scale = np.sqrt(diag)
-    corr = cov / scale[:, None]  # one p×p array: no outer product of the scales
-    corr /= scale[None, :]
+    corr = _correlation(cov, scale)
     if check:
-        evals = linalg.eigvalsh(corr)
+        # in place (corr is ours), then made again: one p×p array besides cov at any time
+        evals = linalg.eigvalsh(corr, overwrite_a=True)
         if evals[0] <= evals[-1] * corr.shape[0] * _EPS:
             msg = (
                 f"{what} is singular (smallest eigenvalue of its correlation form {evals[0]:.3g}, "
                 f"largest {evals[-1]:.3g}, {cov.shape[0]} features); {advice}"
             )
             raise SingularScatterError(msg)
+        corr = _correlation(cov, scale, out=corr)
     try:
-        return scale, corr, linalg.cho_factor(corr)
+        # the factor takes corr's memory; a caller that needs corr makes it again (_correlation)
+        return scale, linalg.cho_factor(corr, overwrite_a=True)
     except linalg.LinAlgError:
         msg = f"{what} is singular (its correlation form is not positive definite); {advice}"
         raise SingularScatterError(msg) from None
+
+
+def _correlation(cov, scale, out=None):
+    """``D^-1/2 cov D^-1/2`` for ``scale = sqrt(diag(cov))``, into ``out`` (no outer product)."""
+    corr = np.divide(cov, scale[:, None], out=out)
+    corr /= scale[None, :]
+    return corr
 
 
 def _scaled_solve(scale, factor, rhs):
@@ -407,7 +415,7 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     shrinkage = validate_shrinkage(shrinkage)
     pri = class_priors(stats.counts, priors)
     cov = within_covariance(stats, shrinkage, priors)
-    scale, corr, factor = _scaled_factor(
+    scale, factor = _scaled_factor(
         cov,
         "the within-class covariance",
         "use shrinkage (e.g. shrinkage='auto' or 0.1), or drop collinear or constant features"
@@ -449,7 +457,7 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
                    *centred)
     between = total_covariance(stats, shrinkage) - cov
     # S_B v = λ S_W v in the correlation basis (v = D^-1/2 u keeps vᵀ S_W v = uᵀ C u = 1).
-    evals, evecs = linalg.eigh(between / np.outer(scale, scale), corr)
+    evals, evecs = linalg.eigh(between / np.outer(scale, scale), _correlation(cov, scale))
     evecs = evecs / scale[:, None]
     order = np.argsort(evals)[::-1]
     return LDA(*common, evecs[:, order], evals[order], *centred)
@@ -581,7 +589,7 @@ def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = 
     log_det = np.empty(stats.n_classes)
     for k in range(stats.n_classes):
         cov = (1.0 - reg_param) * covs[k] + reg_param * np.eye(p)
-        scale, _, (upper, _) = _scaled_factor(
+        scale, (upper, _) = _scaled_factor(
             cov,
             f"the covariance of class {_label(stats.classes[k])}",
             f"{stats.counts[k]} rows, {p} features; increase reg_param",
@@ -663,7 +671,7 @@ def _flip_signs(V):
 
 def boundary_axes(
     basis: np.ndarray, scatter: np.ndarray, n_components: int,
-    spike: tuple[np.ndarray, float] | None = None,
+    spike: tuple[np.ndarray, float] | None = None, *, overwrite_scatter: bool = False,
 ) -> np.ndarray:
     """Projection axes ``V`` (p, d): the boundary directions, then the best PCA directions.
 
@@ -685,6 +693,9 @@ def boundary_axes(
         centre is ``d`` away from the mean). Kept apart because far from the
         origin ``m·d dᵀ`` is many orders larger than ``scatter``: summed, the
         scatter's digits would be lost and every axis after the first with them.
+    overwrite_scatter : bool
+        ``scatter`` may be overwritten (with one boundary its memory then
+        holds the reduced scatter: one p×p array fewer, 134 MB at p = 4,096).
     """
     p, r = basis.shape
     if not 1 <= n_components <= p:
@@ -696,7 +707,8 @@ def boundary_axes(
     if r == 1:
         # one boundary: the complement is a Householder reflector's last p-1 columns, so
         # the reduced scatter is a rank-2 update of S (O(p²)) instead of two p³ products
-        reduced, to_full, to_reduced = _reflected_complement(scatter, basis[:, 0])
+        reduced, to_full, to_reduced = _reflected_complement(scatter, basis[:, 0],
+                                                             overwrite=overwrite_scatter)
     else:
         full, _ = np.linalg.qr(basis, mode="complete")
         complement = full[:, r:]
@@ -717,14 +729,16 @@ def boundary_axes(
     return np.hstack([basis, _flip_signs(to_full(top))])
 
 
-def _reflected_complement(scatter, w):
+def _reflected_complement(scatter, w, overwrite=False):
     """``Cᵀ S C`` for an orthonormal basis ``C`` (p, p-1) of the complement of unit ``w``.
 
     ``C`` is ``H[:, 1:]`` for the Householder reflector ``H = I - 2hhᵀ`` that
     maps ``w`` onto ``±e₁``; ``H S H = S - h uᵀ - u hᵀ`` with ``g = S h`` and
     ``u = 2(g - (hᵀg) h)``, so ``Cᵀ S C`` is ``S[1:, 1:]`` less a rank-2 term:
-    O(p²) work and one p×p copy. Only its upper triangle is meant to be read
-    (the two rank-1 updates round each triangle in a different order).
+    O(p²) work and one p×p copy — none with ``overwrite`` and a Fortran-ordered
+    ``scatter``, whose memory then holds the result (``scatter`` is spoilt).
+    Only its upper triangle is meant to be read (the two rank-1 updates round
+    each triangle in a different order).
 
     Returns
     -------
@@ -737,7 +751,16 @@ def _reflected_complement(scatter, w):
     h /= np.linalg.norm(h)
     g = scatter @ h
     u = 2.0 * (g - (h @ g) * h)
-    reduced = np.array(scatter[1:, 1:], order="F")
+    p = scatter.shape[0]
+    if overwrite and scatter.flags.f_contiguous and p > 1:
+        # S[1:, 1:] moved to the front of S's own memory, column by column (each column's
+        # new place ends before its old one starts: no overlap), as a (p-1)² Fortran array
+        flat = scatter.reshape(-1, order="F")
+        for j in range(1, p):
+            flat[(j - 1) * (p - 1) : j * (p - 1)] = flat[j * p + 1 : (j + 1) * p]
+        reduced = flat[: (p - 1) ** 2].reshape((p - 1, p - 1), order="F")
+    else:
+        reduced = np.array(scatter[1:, 1:], order="F")
     # in place: reduced -= h uᵀ and reduced -= u hᵀ (BLAS dger, no p×p temporaries)
     reduced = blas.dger(-1.0, h[1:], u[1:], a=reduced, overwrite_a=1)
     reduced = blas.dger(-1.0, u[1:], h[1:], a=reduced, overwrite_a=1)
@@ -759,7 +782,9 @@ def _top_eigvecs(M, k):
     with k = 1 that took 0.19 s against 0.98 s for the whole decomposition.
     """
     q = M.shape[0]
-    _, vecs = linalg.eigh(M, lower=False, subset_by_index=[q - k, q - 1], check_finite=False)
+    # (M is always the caller's own reduced scatter: LAPACK may work in its memory)
+    _, vecs = linalg.eigh(M, lower=False, subset_by_index=[q - k, q - 1], check_finite=False,
+                          overwrite_a=True)
     return vecs[:, ::-1]
 
 

@@ -224,3 +224,21 @@ def test_summaries_far_from_zero_merge_exactly(detail, offset):
         if detail != "pooled":
             assert np.max(np.abs(s.class_scatter - ref["scatter"])) <= 1e-10 * scale
         assert np.max(np.abs(s.deviations(ref["shift"]) - ref["centred_means"])) <= 1e-12
+
+
+@pytest.mark.parametrize("p", [2, 3, 7, 60])
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_boundary_axes_in_the_scatters_own_memory_are_the_same_bit_for_bit(p, order):
+    # overwrite_scatter moves S[1:, 1:] to the front of S's memory column by column:
+    # the axes must not change by a bit, and a C-ordered scatter is copied, never misread
+    X, y = make_classes(n=400, p=p, k=2, seed=59)
+    s = ClassStats.from_rows(X + 1e3, y)
+    w = np.linalg.solve(s.within, s.means[1] - s.means[0])
+    w /= np.linalg.norm(w)
+    d = min(p, 3)
+    expected = solvers.boundary_axes(w[:, None], np.array(s.total, order=order), d)
+    scatter = np.array(s.total, order=order)
+    got = solvers.boundary_axes(w[:, None], scatter, d, overwrite_scatter=True)
+    np.testing.assert_array_equal(got, expected)
+    if order == "C":
+        np.testing.assert_array_equal(scatter, s.total)  # not written to
