@@ -250,7 +250,7 @@ class _SummaryClassifier:
             known.append(self.stats_.classes)
         if detail != "pooled" and isinstance(y, np.ndarray):
             known.append(np.unique(y))
-        return max((len(k) for k in known if k is not None), default=2)
+        return max((len(k) for k in known if k is not None), default=None)
 
     def _partial_fit(self, X, y, classes, strict):
         first = not hasattr(self, "stats_")

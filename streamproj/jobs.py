@@ -235,7 +235,7 @@ def _labelled_rows(src, start):
     return src.X[start:src.n_rows], src.y[start:src.n_rows]
 
 
-def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n_classes=2):
+def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n_classes=None):
     """Pass 1 over the rows ``[start:]`` of a source, as a lazy graph (see :func:`summary_graph`)."""
     X, y = _labelled_rows(src, start)
     with _context(src.spec, _named_columns(src)):
@@ -255,7 +255,7 @@ def _finish(src, result):
 
 
 def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=False,
-               n_classes=2):
+               n_classes=None):
     X, y = _labelled_rows(src, start)
     with _context(src.spec, _named_columns(src)):
         return _plain(accumulate(X, y, detail, progress=progress, row_offset=start,

@@ -111,17 +111,18 @@ def default_memory_budget():
 def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, name="X"):
     """Refuse before reading when a summary of this shape would not fit ``budget`` bytes.
 
-    ``n_classes`` is a lower bound where the labels are not read yet (2): the
-    chunks and merges check again with the classes they hold.
+    ``n_classes`` is None where no class is known before the labels are read:
+    the plan then counts 2 (and says "at least"), and the chunks and merges
+    check again with the classes they hold.
     """
-    check_summary_memory(n_features, max(2, n_classes), detail, budget, chunk_rows, itemsize,
-                         _concurrent_chunks(), where=f"{name}: ")
+    check_summary_memory(n_features, max(2, n_classes or 0), detail, budget, chunk_rows, itemsize,
+                         _concurrent_chunks(), where=f"{name}: ", classes_known=bool(n_classes))
 
 
 def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = None,
                progress: bool = False, row_offset: int = 0, names: tuple[str, str] = ("X", "y"),
                max_summary_memory: int | str | None = None, bfloat16: bool = False,
-               n_classes: int = 2) -> ClassStats:
+               n_classes: int | None = None) -> ClassStats:
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
     :func:`summary_graph` and :func:`finish_summary` are the same pass in two
@@ -152,8 +153,9 @@ def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = 
         merge that finds more classes, before allocating.
     bfloat16 : bool
         X holds bfloat16 values stored as uint16 (converted exactly in pass 1).
-    n_classes : int
-        Classes known before reading (e.g. ``classes=``), for the memory plan.
+    n_classes : int, optional
+        Classes known before reading (e.g. ``classes=``), for the memory plan
+        (None: none known; the plan counts at least 2).
 
     Returns
     -------
@@ -176,7 +178,7 @@ def finish_summary(result):
 
 
 def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("X", "y"),
-                  max_summary_memory=None, bfloat16=False, n_classes=2):
+                  max_summary_memory=None, bfloat16=False, n_classes=None):
     """Pass 1 as a lazy graph: ``(delayed result, number of chunks)``.
 
     The parameters are :func:`accumulate`'s. Its chunk tasks are named
@@ -207,7 +209,7 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
         )
         for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
     ]
-    if summary_nbytes(X.shape[1], n_classes, detail) > _WIDE_SUMMARY_BYTES:
+    if summary_nbytes(X.shape[1], max(2, n_classes or 0), detail) > _WIDE_SUMMARY_BYTES:
         # Wide: a fold in row order. Each chunk's summary is merged into the running total
         # (in its memory) as soon as the chunks before it are, so only the summaries of the
         # chunks in flight wait; a tree kept one partial per level besides (at 100k x 4,096

@@ -79,7 +79,7 @@ def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
             shown = value
         msg = (
             f"{what} has a non-finite value ({shown}) in row {row_offset + row}{where}; "
-            "drop or impute NaN/inf rows before fitting"
+            "drop those rows or impute their NaN/inf values"
         )
         raise BadValuesError(msg)
 
@@ -126,7 +126,7 @@ def _object_labels(y, row_offset, yname):
         if _is_missing(value):
             msg = (
                 f"{yname} has a missing label ({value!r}) in row {row_offset + row}; "
-                "drop those rows or give them a label before fitting"
+                "drop those rows or give them a label"
             )
             raise BadValuesError(msg)
     kinds = {_label_kind(v) for v in values}
@@ -182,7 +182,7 @@ def as_labels(y, row_offset=0, name="y"):
             row = int(np.flatnonzero(bad)[0])
             msg = (
                 f"{name} has a missing label (nan) in row {row_offset + row}; "
-                "drop those rows or give them a label before fitting"
+                "drop those rows or give them a label"
             )
             raise BadValuesError(msg)
     if y.dtype.kind not in "biufUS":
@@ -967,13 +967,15 @@ def format_bytes(n):
 
 
 def check_summary_memory(n_features, n_classes, detail, budget, chunk_rows=0, itemsize=8,
-                         concurrent=1, where="", summaries=1):
+                         concurrent=1, where="", summaries=1, classes_known=True):
     """Raise :class:`SummaryMemoryError` when a summary and its working set exceed ``budget``.
 
     Needed: ``summaries`` summaries of this shape (one running total; a merge
     holds three: both halves re-centred and the result) plus ``concurrent``
     chunks' working sets (:func:`chunk_nbytes`). The message says what to
     change: the pooled detail or a float shrinkage, fewer features, or the budget.
+    ``classes_known=False``: ``n_classes`` is a lower bound (the labels are
+    not read yet), and the message says "at least".
     """
     if budget is None:
         return
@@ -982,7 +984,8 @@ def check_summary_memory(n_features, n_classes, detail, budget, chunk_rows=0, it
     need = summary + int(concurrent) * work
     if need <= budget:
         return
-    k = f"{n_classes} classes" if n_classes > 1 else "at least 2 classes"
+    k = (f"{n_classes} classes" if classes_known and n_classes > 1
+         else f"at least {max(2, n_classes)} classes")
     parts = f"{format_bytes(summary)} summar{'y' if summaries == 1 else 'ies'}"
     if work:
         parts += f" + {concurrent} x {format_bytes(work)} per chunk in flight"

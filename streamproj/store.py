@@ -700,10 +700,19 @@ def looks_like_output(url) -> bool:
     return kind in ("pointer", "unfinished", "legacy")
 
 
-def _refuse_foreign(url):
-    msg = (f"{url} exists and is not a streamproj output (no streamproj attributes in its "
-           "zarr.json); --overwrite only replaces a streamproj output or an empty folder, "
-           "so it was left untouched: choose another output")
+def _refuse_foreign(url, dest=None):
+    """Refuse an output path that holds something streamproj did not write (``dest``: local)."""
+    if dest is None:
+        why = "no streamproj attributes in its zarr.json"
+    elif not dest.is_dir():
+        why = "it is a file, not a folder"
+    elif not (dest / "zarr.json").is_file():
+        why = "a folder with no zarr.json"
+    else:
+        why = "no streamproj attributes in its zarr.json"
+    msg = (f"{url} exists and is not a streamproj output ({why}); --overwrite only replaces "
+           "a streamproj output or an empty folder, so it was left untouched: choose another "
+           "output")
     raise OutputExistsError(msg)
 
 
@@ -810,7 +819,7 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
         if append and kind != "streamproj":
             _refuse_append(url, kind)
         if kind == "foreign":
-            _refuse_foreign(url)
+            _refuse_foreign(url, dest)
         if kind != "absent" and not overwrite and not append:
             _refuse_existing(url)
         if kind == "streamproj":

@@ -66,12 +66,15 @@ def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup
     (thesis / "chapters" / "one.tex").write_text("years of work")
     (thesis / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", thesis, "--overwrite",
-            match="is not a streamproj output")
+            match="is not a streamproj output (no streamproj attributes in its zarr.json)")
     refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", thesis, "--overwrite",
             match="is not a streamproj model directory")
     (tmp_path / "notes.txt").write_text("a file")
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", tmp_path / "notes.txt",
-            "--overwrite", match="is not a streamproj output")
+            "--overwrite", match="is not a streamproj output (it is a file, not a folder)")
+    (thesis / "zarr.json").unlink()
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", thesis, "--overwrite",
+            match="is not a streamproj output (a folder with no zarr.json)")
     # an empty folder and a streamproj output are replaced
     (tmp_path / "empty").mkdir()
     assert run("project", d / "m", d / "d.zarr", "--output", tmp_path / "empty", "--overwrite") == 0

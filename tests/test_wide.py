@@ -352,6 +352,8 @@ def test_the_memory_plan_refuses_in_one_line_on_the_command_line(tmp_path, capsy
     assert status == 2
     line = one_error_line(capsys)
     assert "more than max_summary_memory=100 kB" in line
+    # the labels are not read yet: the plan counts two classes and says so
+    assert "summary of 60 features and at least 2 classes needs" in line
     assert "pooled detail" in line
     assert "--max-summary-memory" in line
     assert not (tmp_path / "m").exists()
