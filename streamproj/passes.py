@@ -2,8 +2,9 @@
 
 Pass 1, :func:`accumulate`: one :class:`~streamproj.stats.ClassStats` per row
 chunk, merged up a fixed tree (wide summaries: folded in row order), one
-``compute``; the merge order depends on the chunking alone, so the result
-is the same bit for bit on any number of threads. Pass 2, :func:`project_blocks`
+``compute``; the merge order depends on the chunking and the width alone, so
+the result is the same bit for bit on any number of threads and whatever
+classes are expected. Pass 2, :func:`project_blocks`
 and :func:`store_projection`: ``(X - c) @ Vᵀ`` and the decision function per chunk,
 stored chunk by chunk into array targets (Zarr arrays from :mod:`streamproj.store`).
 
@@ -116,7 +117,8 @@ def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, na
     check again with the classes they hold.
     """
     check_summary_memory(n_features, max(2, n_classes or 0), detail, budget, chunk_rows, itemsize,
-                         _concurrent_chunks(), where=f"{name}: ", classes_known=bool(n_classes))
+                         _concurrent_chunks(), where=f"{name}: ",
+                         classes_known=(n_classes or 0) >= 2)
 
 
 def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = None,
@@ -209,7 +211,9 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
         )
         for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
     ]
-    if summary_nbytes(X.shape[1], max(2, n_classes or 0), detail) > _WIDE_SUMMARY_BYTES:
+    # (from p and the detail alone, never the classes expected: those differ between a fit, an
+    # update and --verify of the same rows, which must all merge them in the same order)
+    if summary_nbytes(X.shape[1], 2, detail) > _WIDE_SUMMARY_BYTES:
         # Wide: a fold in row order. Each chunk's summary is merged into the running total
         # (in its memory) as soon as the chunks before it are, so only the summaries of the
         # chunks in flight wait; a tree kept one partial per level besides (at 100k x 4,096
