@@ -449,6 +449,8 @@ def main():
             plan += [(task, task, n, p, None) for task in tasks]
             if args.baseline:
                 plan.insert(len(plan) - len(tasks) + 2, ("fit@base", "fit", n, p, args.baseline))
+                plan.insert(len(plan) - len(tasks) + 4, ("project@base", "project", n, p,
+                                                          args.baseline))
     for n, p in [] if args.only_out_of_core else cases:
         tasks = ["read", "read_write", "fit", "project"]
         if n == target or p != 100:
@@ -547,6 +549,9 @@ def report(results, target, sizes, limit_gb, wide=False):
             rows += [(f"fit now / fit baseline ({label})", ratio(get("fit", n, p), get("fit@base", n, p)), ""),
                      (f"fit baseline / (read + Gram) ({label})",
                       ratio(get("fit@base", n, p), get("read", n, p), get("gram", n, p)), "")]
+        if get("project@base", n, p):
+            rows += [(f"project now / project baseline ({label})",
+                      ratio(get("project", n, p), get("project@base", n, p)), "")]
         fit, idle = get("fit", n, p), get("idle", n, p)
         if dtype != "float32" and fit and fit.get("peak_rss_mb"):
             budget = (8 * p * p + 2 * WIDE_CHUNK_ROWS * p * 2) / 2**20  # pooled summary + 2 chunks
