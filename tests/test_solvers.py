@@ -242,3 +242,22 @@ def test_boundary_axes_in_the_scatters_own_memory_are_the_same_bit_for_bit(p, or
     np.testing.assert_array_equal(got, expected)
     if order == "C":
         np.testing.assert_array_equal(scatter, s.total)  # not written to
+
+
+def test_several_boundaries_extra_axes_are_the_in_memory_constrained_pca():
+    # three classes: two boundary directions, then the top eigenvectors of P S P (P = I - WWᵀ)
+    # of the rows themselves; the QR complement's path (one boundary takes a reflector)
+    from conftest import sin_angle
+
+    X, y = make_classes(n=2000, p=7, k=3, seed=61)
+    X[:, 2] *= 4.0  # a dominant direction for the PCA part, not along the boundaries
+    s = ClassStats.from_rows(X, y)
+    W = solvers.boundary_basis(solvers.lda(s).coef)
+    assert W.shape[1] == 2
+    V = solvers.boundary_axes(W, s.total, 4)
+    np.testing.assert_allclose(V.T @ V, np.eye(4), atol=1e-13)
+    assert sin_angle(V[:, :2], W) < 1e-13
+    P = np.eye(7) - W @ W.T
+    Xc = X - X.mean(axis=0)
+    _, evecs = np.linalg.eigh(P @ (Xc.T @ Xc) @ P)
+    assert sin_angle(V[:, 2:], evecs[:, -2:]) < 1e-9

@@ -104,6 +104,11 @@ def test_total_and_between_scatter():
     d = X - X.mean(0)
     assert rel(s.total, d.T @ d) < 1e-12
     np.testing.assert_allclose(s.mean, X.mean(0), rtol=1e-14)
+    # between = Σ_k n_k (μ_k - μ)(μ_k - μ)ᵀ of the rows themselves, and total = within + between
+    between = sum(np.sum(y == k) * np.outer(X[y == k].mean(0) - X.mean(0), X[y == k].mean(0) - X.mean(0))
+                  for k in np.unique(y))
+    assert rel(s.between, between) < 1e-12
+    assert rel(s.within + s.between, d.T @ d) < 1e-12
 
 
 def test_total_moments_from_class_moments():
