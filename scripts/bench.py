@@ -18,7 +18,8 @@ Peers: scikit-learn LDA ("eigen", "svd") and IncrementalPCA fed chunk by chunk,
 dask-ml PCA. Floors: dask reading and summing the Zarr, reading it and writing
 an (n x 2) float64 array to Zarr, and numpy's X.T @ X in memory. ``--baseline DIR``
 times ``fit`` and ``project`` of the streamproj source tree in DIR too (as
-``fit@base``), in the same rounds, so a change is compared with the code before it.
+``fit@base``), in the same rounds, so a change is compared with the code before it; each
+baseline task runs beside its own, the two swapping order every round.
 ``--wide`` runs the embedding-sized cases instead of the n x 100 matrix: there the
 Gram floor is numpy's float64 ``X.T @ X`` of the same rows in memory on both cores
 (2 BLAS threads), the fit's floor is read + Gram (target ratio <= 1.05), and for
@@ -457,9 +458,10 @@ def main():
             tasks += ["gram", "run", "ipca", "daskml_pca"]
         if n <= peers_max or p != 100:
             tasks += ["lda_eigen", "lda_svd"]
-        plan += [(task, task, n, p, None) for task in tasks]
-        if args.baseline and n == target:
-            plan += [(f"{task}@base", task, n, p, args.baseline) for task in ("fit", "project")]
+        for task in tasks:  # each baseline beside its task (their order swaps every round)
+            plan.append((task, task, n, p, None))
+            if args.baseline and n == target and task in ("fit", "project"):
+                plan.append((f"{task}@base", task, n, p, args.baseline))
     if args.frames and not args.only_out_of_core:
         plan += [(task, task, 1_000_000, 50, None) for task in ("fit_numpy", "fit_pandas")]
     paths.update({(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan
