@@ -662,22 +662,31 @@ def _attrs_of(meta_bytes):
     return meta.get("attributes", {}) if isinstance(meta, dict) else None
 
 
-def _local_kind(dest):
-    """What is at a local output path: absent, empty, streamproj, or foreign."""
+_NOT_OURS = "no streamproj attributes in its zarr.json"
+
+
+def _local_state(dest):
+    """What is at a local output path (absent, empty, streamproj or foreign), and why foreign."""
     if not dest.exists() and not dest.is_symlink():
-        return "absent"
+        return "absent", None
     if not dest.is_dir():
-        return "foreign"
+        return "foreign", "it is a file, not a folder"
     entries = list(dest.iterdir())
     if not entries:
-        return "empty"
+        return "empty", None
     meta = dest / "zarr.json"
-    if meta.is_file():
-        with contextlib.suppress(OSError):
-            attrs = _attrs_of(meta.read_bytes())
-            if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
-                return "streamproj"
-    return "foreign"
+    if not meta.is_file():
+        return "foreign", "a folder with no zarr.json"
+    with contextlib.suppress(OSError):
+        attrs = _attrs_of(meta.read_bytes())
+        if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
+            return "streamproj", None
+    return "foreign", _NOT_OURS
+
+
+def _local_kind(dest):
+    """What is at a local output path: absent, empty, streamproj, or foreign."""
+    return _local_state(dest)[0]
 
 
 def local_kind(url) -> str:
@@ -700,16 +709,8 @@ def looks_like_output(url) -> bool:
     return kind in ("pointer", "unfinished", "legacy")
 
 
-def _refuse_foreign(url, dest=None):
-    """Refuse an output path that holds something streamproj did not write (``dest``: local)."""
-    if dest is None:
-        why = "no streamproj attributes in its zarr.json"
-    elif not dest.is_dir():
-        why = "it is a file, not a folder"
-    elif not (dest / "zarr.json").is_file():
-        why = "a folder with no zarr.json"
-    else:
-        why = "no streamproj attributes in its zarr.json"
+def _refuse_foreign(url, why=_NOT_OURS):
+    """Refuse an output path that holds something streamproj did not write, saying ``why``."""
     msg = (f"{url} exists and is not a streamproj output ({why}); --overwrite only replaces "
            "a streamproj output or an empty folder, so it was left untouched: choose another "
            "output")
@@ -815,11 +816,11 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
     dest = _real(url)
     with _locked(url, "output"), storage_errors(f"output {url}"):
         _recover(dest)
-        kind = _local_kind(dest)
+        kind, why = _local_state(dest)
         if append and kind != "streamproj":
             _refuse_append(url, kind)
         if kind == "foreign":
-            _refuse_foreign(url, dest)
+            _refuse_foreign(url, why)
         if kind != "absent" and not overwrite and not append:
             _refuse_existing(url)
         if kind == "streamproj":
