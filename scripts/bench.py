@@ -398,6 +398,19 @@ def fmt_rows(n, p):
     return f"{n / 1e6:g}M x {p}" if n >= 1e6 else f"{n / 1e3:g}k x {p}"
 
 
+def _beside_baselines(tasks, n, p, baseline):
+    """Plan items for ``tasks``; fit and project each followed by the baseline's (if any).
+
+    Side by side, a task and its baseline swap order every round (see main).
+    """
+    plan = []
+    for task in tasks:
+        plan.append((task, task, n, p, None))
+        if baseline and task in ("fit", "project"):
+            plan.append((f"{task}@base", task, n, p, baseline))
+    return plan
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / "bench-data"), help="where datasets are made and reused")
@@ -447,21 +460,14 @@ def main():
             tasks = ["read", "fit", "read_write", "project", "gram"]
             if dtype != "float32":
                 tasks.append("idle")
-            plan += [(task, task, n, p, None) for task in tasks]
-            if args.baseline:
-                plan.insert(len(plan) - len(tasks) + 2, ("fit@base", "fit", n, p, args.baseline))
-                plan.insert(len(plan) - len(tasks) + 4, ("project@base", "project", n, p,
-                                                          args.baseline))
+            plan += _beside_baselines(tasks, n, p, args.baseline)
     for n, p in [] if args.only_out_of_core else cases:
         tasks = ["read", "read_write", "fit", "project"]
         if n == target or p != 100:
             tasks += ["gram", "run", "ipca", "daskml_pca"]
         if n <= peers_max or p != 100:
             tasks += ["lda_eigen", "lda_svd"]
-        for task in tasks:  # each baseline beside its task (their order swaps every round)
-            plan.append((task, task, n, p, None))
-            if args.baseline and n == target and task in ("fit", "project"):
-                plan.append((f"{task}@base", task, n, p, args.baseline))
+        plan += _beside_baselines(tasks, n, p, args.baseline if n == target else None)
     if args.frames and not args.only_out_of_core:
         plan += [(task, task, 1_000_000, 50, None) for task in ("fit_numpy", "fit_pandas")]
     paths.update({(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan
