@@ -35,7 +35,7 @@ from .errors import (
 )
 from .passes import accumulate, project_blocks
 from .record import ModelRecord
-from .stats import ClassStats, bfloat16_to_float32, parse_memory
+from .stats import ClassStats, bfloat16_to_float32, hash_c_order, parse_memory
 
 if TYPE_CHECKING:
     from .qda import StreamingQDA
@@ -755,7 +755,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         self._check_fitted()
         h = hashlib.blake2b(digest_size=8)
         for arr in (self.components_, self.center_, self.coef_, self.intercept_):
-            h.update(np.ascontiguousarray(arr).tobytes())
+            hash_c_order(h, arr)
         h.update(self.stats_.fingerprint().encode())
         return h.hexdigest()
 
