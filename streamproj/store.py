@@ -1614,8 +1614,10 @@ def write_output_frame(group, record):
         json.dumps(meta, default=_json_default))})
     for name, data in (("stats", _npz_bytes(stats.to_arrays())), ("solution", _npz_bytes(solution))):
         raw = np.frombuffer(data, dtype=np.uint8)
+        # Uncompressed: zstd saved 5 % of a p = 4,096 scatter's 134 MB (float64 mantissas)
+        # for 0.16 s more to write and 0.13 s more to read it.
         arr = frame.create_array(name, shape=raw.shape, chunks=(max(1, raw.size),), dtype=np.uint8,
-                                 dimension_names=(f"{_FRAME}_{name}_bytes",))
+                                 dimension_names=(f"{_FRAME}_{name}_bytes",), compressors=None)
         arr[:] = raw
 
 
