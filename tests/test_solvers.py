@@ -261,3 +261,62 @@ def test_several_boundaries_extra_axes_are_the_in_memory_constrained_pca():
     Xc = X - X.mean(axis=0)
     _, evecs = np.linalg.eigh(P @ (Xc.T @ Xc) @ P)
     assert sin_angle(V[:, 2:], evecs[:, -2:]) < 1e-9
+
+
+def _spd_with_condition(p, condition, rng, c_order=False):
+    q, _ = np.linalg.qr(rng.standard_normal((p, p)))
+    evals = np.geomspace(1.0, 1.0 / condition, p)
+    cov = (q * evals) @ q.T
+    cov = 0.5 * (cov + cov.T)
+    scale = np.geomspace(1e-4, 1e4, p)  # wildly different units
+    cov = cov * scale[:, None] * scale[None, :]
+    return np.ascontiguousarray(cov) if c_order else np.asfortranarray(cov)
+
+
+@pytest.mark.parametrize("p", [2, 7, 60])
+def test_the_singularity_bounds_never_contradict_the_eigenvalues(p):
+    # The certificate may only say "regular" where the eigenvalue test passes; anywhere
+    # else the eigenvalues decide. Condition numbers from 1 to far past singular.
+    rng = np.random.default_rng(p)
+    for condition in np.geomspace(1.0, 1e20, 41):
+        cov = _spd_with_condition(p, condition, rng, c_order=bool(rng.integers(2)))
+        scale = np.sqrt(np.diag(cov))
+        corr = solvers._correlation(cov, scale)
+        evals = np.linalg.eigvalsh(corr)
+        regular = evals[0] > evals[-1] * p * solvers._EPS
+        bound = solvers._largest_eigenvalue_bound(corr)
+        factor = solvers._factor_or_none(solvers._correlation(cov, scale))
+        if factor is not None and solvers._certainly_regular(factor, bound):
+            assert regular, condition
+        # the whole test raises exactly where the eigenvalue test alone (and then the
+        # Cholesky factor) would have
+        try:
+            solvers.linalg.cho_factor(solvers._correlation(cov, scale))
+            positive = True
+        except solvers.linalg.LinAlgError:
+            positive = False
+        try:
+            solvers._scaled_factor(cov.copy(), "the scatter", "advice")
+        except SingularScatterError:
+            assert not (regular and positive), condition
+        else:
+            assert regular, condition
+            assert positive, condition
+
+
+def test_a_well_conditioned_scatter_is_settled_without_eigenvalues(monkeypatch):
+    cov = _spd_with_condition(50, 1e3, np.random.default_rng(1))
+    expected = solvers._scaled_factor(cov.copy(), "the scatter", "advice")
+
+    def refuse(*args, **kwargs):
+        msg = "eigvalsh was called"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(solvers.linalg, "eigvalsh", refuse)
+    scale, (c, lower) = solvers._scaled_factor(cov.copy(), "the scatter", "advice")
+    np.testing.assert_array_equal(scale, expected[0])
+    np.testing.assert_array_equal(np.triu(c), np.triu(expected[1][0]))  # the same factor, bit for bit
+    # a nearly singular one still goes to the eigenvalues, which name themselves
+    near = _spd_with_condition(50, 1e16, np.random.default_rng(2))
+    with pytest.raises(AssertionError, match="eigvalsh was called"):
+        solvers._scaled_factor(near, "the scatter", "advice")
