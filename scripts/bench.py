@@ -420,6 +420,8 @@ def main():
     ap.add_argument("--wide", action="store_true",
                     help="run the embedding cases (300k x 1000, 150k x 2048 float32, 100k x 4096 "
                          "float16, 10,000-row chunks) instead of the n x 100 matrix")
+    ap.add_argument("--wide-columns", default=None, metavar="P[,P]",
+                    help="with --wide, only the cases of these widths (e.g. 2048,4096)")
     ap.add_argument("--peers-up-to", default="2M", help="largest size to run the in-memory peers on")
     ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     ap.add_argument("--baseline", default=None, metavar="DIR",
@@ -452,7 +454,10 @@ def main():
     paths = {}
     if args.wide:
         cases = []
+        widths = None if args.wide_columns is None else {int(w) for w in args.wide_columns.split(",")}
         for n, p, dtype in WIDE_CASES:
+            if widths is not None and p not in widths:
+                continue
             paths[(n, p)] = dataset(args.data, n, p, dtype, WIDE_CHUNK_ROWS)
             # the fits away from the Gram floor's heavy BLAS run (right after it, a fit was
             # measured 3-8 % slower than the same code later in the round, 2026-11-24), and
