@@ -465,7 +465,8 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
                 batches.append(_summarise(src, start, old.summary_detail(), progress,
                                           max_summary_memory, old.bfloat16,
                                           old.stats_.n_classes))
-        return _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock)
+        report, _ = _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock)
+        return report
 
 
 def _plan_update(model_path, srcs, verify, progress, clock):
@@ -507,7 +508,10 @@ def _plan_update(model_path, srcs, verify, progress, clock):
 
 
 def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
-    """Merge the new rows' summaries (one per ``plan["work"]`` item) and write the new version."""
+    """Merge the new rows' summaries (one per ``plan["work"]`` item) and write the new version.
+
+    Returns the report and the model as written (the old one when unchanged).
+    """
     record, summaries, old = plan["record"], plan["summaries"], plan["old"]
     entries, reports = plan["entries"], plan["reports"]
     meta, stats = record.meta, record.stats
@@ -531,7 +535,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
                 "n_samples": stats.n_samples, "drift_deg": 0.0,
                 "message": f"{', '.join(s.spec for s in srcs)}: all {held} rows were merged "
                            "before; model unchanged",
-                "timings": clock.report(), "versions": _versions(meta["version"])}
+                "timings": clock.report(), "versions": _versions(meta["version"])}, old
     new = BoundaryProjector.from_state(record)
     with clock("solve"), _context(srcs[0].spec):
         if evicted:
@@ -555,7 +559,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     return {**base, "status": "updated", "version": version, "rows_added": n_new,
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
             "drift_deg": _boundary_drift(drift), "timings": clock.report(),
-            "versions": _versions(version)}
+            "versions": _versions(version)}, new
 
 
 def _remaining(entries, summaries, model_path):
@@ -1128,14 +1132,13 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
         return [update_model(mod.path, inp.paths, progress=progress, keep_last=mod.keep_last,
                              max_age=mod.max_age, max_summary_memory=max_summary_memory,
                              **common)]
-    update, appended, frame = done
-    record = store.read_record(mod.path)
-    model = BoundaryProjector.from_state(record)
+    # (the model just written, as solved in memory: not read and solved again)
+    update, appended, frame, model = done
     drift, _ = _frame_drift(frame, model)  # to the model as it is now, as project reports
     project = {**_project_base(model, mod.path, out.path), **appended, "drift_deg": drift,
                "frame_model_id": frame.model_id_,
                "frame_version": state["attrs"].get("model_version"), "one_read": True,
-               "timings": clock.report(), "versions": _versions(record.meta["version"])}
+               "timings": clock.report(), "versions": _versions(update["version"])}
     return [update, project]
 
 
@@ -1181,11 +1184,11 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
             at += len(parts)
         batches = [_finish(src, r)
                    for (src, _, _), r in zip(plan["work"], results, strict=True)]
-        reports["update"] = _commit_update(mod.path, plan, batches, srcs, mod.keep_last,
-                                           mod.max_age, clock)
+        reports["update"], reports["model"] = _commit_update(
+            mod.path, plan, batches, srcs, mod.keep_last, mod.max_age, clock)
 
     appended = _append(state, frame, srcs, out.path, progress, clock, in_one_pass=both)
-    return reports["update"], appended, frame
+    return reports["update"], appended, frame, reports["model"]
 
 
 def run_job(config, progress=None, max_summary_memory=None):

@@ -313,6 +313,11 @@ def test_nightly_run_reads_each_new_row_once_and_equals_two_steps(days, monkeypa
         assert project["output_action"] == "appended"
         assert project["one_read"] is True
         assert project["rows_written"] == 300
+        # the report's model is the one written (solved in memory, not read back)
+        saved = sp.load(d / "m")
+        assert project["model_id"] == saved.model_id_
+        assert project["versions"]["model"] == saved.meta_["version"] == update["version"]
+        assert project["drift_deg"] == jobs._frame_drift(frame_of(d / "o.zarr"), saved)[0]
     monkeypatch.undo()
     # night 2 read each chunk of the one new store once for the model and the output
     # (5 chunks of 70 rows cover 300), the fingerprint both ledgers record included
