@@ -21,7 +21,6 @@ import os
 import re
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -761,14 +760,9 @@ def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progr
                                 model_id=record.meta["model_id"])
     if meta is not None:  # a model read from its directory keeps its version and stamp
         record = ModelRecord(meta, record.stats, record.solution)
-    with store.output_group(out, overwrite=overwrite, attrs=attrs) as group, \
-            ThreadPoolExecutor(1, "streamproj-frame") as pool:
-        # The frame (it holds the model's p×p summary: 134 MB at p = 4,096) is packed and
-        # written on a thread while the pass runs, which leaves part of a core idle. (An
-        # error in the pass waits for it and wins; the output then never appears.)
-        frame = pool.submit(store.write_output_frame, group, record)
+    with store.output_group(out, overwrite=overwrite, attrs=attrs) as group:
         outputs.write_arrays(group, arrays, model, keep, progress)
-        frame.result()
+        store.write_output_frame(group, record)
 
 
 def _source_ranges(srcs):
