@@ -201,3 +201,31 @@ def test_a_frame_written_compressed_reads_as_the_uncompressed_one(tmp_path):
     for key in before.solution:
         np.testing.assert_array_equal(after.solution[key], before.solution[key])
     assert sp.BoundaryProjector.from_state(after).model_id_ == model.model_id_
+
+
+def test_writing_an_output_frame_copies_its_summary_little(tmp_path, monkeypatch):
+    # Zarr copies a chunk it writes about five times: the frame's NPZ goes in small chunks,
+    # so writing it peaks near the NPZ itself (one 134 MB chunk peaked at 6x at p = 4,096).
+    import tracemalloc
+
+    import zarr
+
+    monkeypatch.setattr(store, "_FRAME_CHUNK", 2**14)
+    rng = np.random.default_rng(46)
+    p = 600
+    within = np.asfortranarray(rng.standard_normal((p, p)))
+    stats = sp.ClassStats(np.array([0, 1]), np.array([5, 5]), rng.standard_normal((2, p)), within)
+    solution = {"components": rng.standard_normal((2, p)), "center": np.zeros(p),
+                "coef": np.ones((1, p)), "intercept": np.zeros(1), "classes": np.array([0, 1])}
+    group = zarr.open_group(str(tmp_path / "out.zarr"), mode="w")
+    tracemalloc.start()
+    try:
+        store.write_output_frame(group, ModelRecord({"model_id": "m"}, stats, solution))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2.5 * within.nbytes, peak / within.nbytes
+    assert group["frame/stats"].chunks == (2**14,)
+    back = store.read_output_frame(group)
+    assert back.stats.fingerprint() == stats.fingerprint()
+    np.testing.assert_array_equal(back.solution["components"], solution["components"])
