@@ -336,8 +336,9 @@ _CERTAIN_MARGIN = 16.0
 
 def _largest_eigenvalue_bound(corr):
     """``max_i Σ_j |corr_ij|`` (≥ the largest eigenvalue), a few columns at a time."""
-    return max(float(np.abs(corr[:, j0:j0 + _BOUND_COLUMNS]).sum(axis=0).max())
-               for j0 in range(0, corr.shape[1], _BOUND_COLUMNS))
+    with np.errstate(over="ignore"):  # inf: not settled here, the eigenvalues decide
+        return max(float(np.abs(corr[:, j0:j0 + _BOUND_COLUMNS]).sum(axis=0).max())
+                   for j0 in range(0, corr.shape[1], _BOUND_COLUMNS))
 
 
 def _certainly_regular(factor, largest_bound):

@@ -320,3 +320,11 @@ def test_a_well_conditioned_scatter_is_settled_without_eigenvalues(monkeypatch):
     near = _spd_with_condition(50, 1e16, np.random.default_rng(2))
     with pytest.raises(AssertionError, match="eigvalsh was called"):
         solvers._scaled_factor(near, "the scatter", "advice")
+
+
+def test_a_huge_off_diagonal_still_gets_the_eigenvalue_message():
+    # |corr_ij| near 1e308 (no covariance of real rows): the bound overflows quietly and the
+    # eigenvalues decide, naming themselves, as before the bounds (found by review)
+    cov = np.array([[1.0, 1e308, 1e308], [1e308, 1.0, 1e308], [1e308, 1e308, 1.0]])
+    with pytest.raises(SingularScatterError, match="smallest eigenvalue of its correlation form"):
+        solvers._scaled_factor(cov, "the scatter", "advice")
