@@ -1619,8 +1619,8 @@ def write_output_frame(group, record):
         raw = np.frombuffer(buf.getbuffer(), dtype=np.uint8)  # a view: no copy of the NPZ
         # Uncompressed: zstd saved 5 % of a p = 4,096 scatter's 134 MB (float64 mantissas)
         # for 0.16 s more to write and 0.13 s more to read it. In 1 MiB chunks: Zarr copies
-        # each chunk being written about five times, so one 134 MB chunk peaked at 6x its
-        # size (tracemalloc); 1 MiB chunks keep that to a few MiB beside the NPZ.
+        # each chunk being written about five times, so a one-chunk frame peaked at 6x the
+        # summary (tracemalloc, p = 2,048), 1 MiB chunks at 1.6x (the NPZ and a few MiB).
         arr = frame.create_array(name, shape=raw.shape, chunks=(max(1, min(raw.size, _FRAME_CHUNK)),),
                                  dtype=np.uint8, dimension_names=(f"{_FRAME}_{name}_bytes",),
                                  compressors=None)

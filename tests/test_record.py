@@ -205,7 +205,7 @@ def test_a_frame_written_compressed_reads_as_the_uncompressed_one(tmp_path):
 
 def test_writing_an_output_frame_copies_its_summary_little(tmp_path, monkeypatch):
     # Zarr copies a chunk it writes about five times: the frame's NPZ goes in small chunks,
-    # so writing it peaks near the NPZ itself (one 134 MB chunk peaked at 6x at p = 4,096).
+    # so writing it peaks near the NPZ itself (one chunk peaked at 6x the summary).
     import tracemalloc
 
     import zarr
