@@ -1,12 +1,16 @@
-"""Property-based tests of the summaries: any split, any merge tree, any classes per chunk, any dtype."""
+"""Property-based tests of the summaries (any split, merge tree, classes per chunk, dtype) and of the singularity bounds."""
 
 import itertools
 
 import numpy as np
+import pytest
 from conftest import rel_err, two_pass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy import linalg
 
+from streamproj import solvers
+from streamproj.errors import SingularScatterError
 from streamproj.stats import ClassStats
 
 DTYPES = [np.float64, np.float32, np.float16, np.int32, np.int8, np.uint16]
@@ -127,3 +131,47 @@ def test_any_subset_of_classes_per_chunk(data, pick):
     parts = [ClassStats.from_rows(X[m], y[m]) for m in (inside, ~inside) if m.any()]
     total = parts[0] if len(parts) == 1 else parts[1] + parts[0]
     assert_equal_summaries(total, two_pass(X, y))
+
+
+@SETTINGS
+@given(p=st.integers(1, 40), log_condition=st.floats(0.0, 20.0), seed=st.integers(0, 2**32 - 1),
+       units=st.floats(-8.0, 8.0), order=st.sampled_from("CF"), rank_deficit=st.integers(0, 3),
+       columns=st.sampled_from([256, 3, 8]))
+def test_the_singularity_bounds_never_pass_what_the_eigenvalues_fail(p, log_condition, seed,
+                                                                    units, order, rank_deficit,
+                                                                    columns):
+    # The Cholesky bounds may skip the eigenvalue test only where it passes: the whole test
+    # then raises exactly where eigenvalues and the factor alone would have.
+    with pytest.MonkeyPatch.context() as patch:  # (3, 8: the bounds' panels split small p)
+        patch.setattr(solvers, "_BOUND_COLUMNS", columns)
+        _check_singularity_bounds(p, log_condition, seed, units, order, rank_deficit)
+
+
+def _check_singularity_bounds(p, log_condition, seed, units, order, rank_deficit):
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(p, p)))
+    evals = np.geomspace(1.0, 10.0 ** -log_condition, p)
+    if rank_deficit:  # exactly singular (one eigenvalue is always kept)
+        evals[max(1, p - rank_deficit):] = 0.0
+    cov = (q * evals) @ q.T
+    cov = 0.5 * (cov + cov.T)
+    scale = 10.0 ** (units * rng.uniform(-1, 1, size=p))
+    cov = np.array(cov * scale[:, None] * scale[None, :], order=order)
+    diag = np.diag(cov)
+    if not np.all(diag > 0):
+        return  # the zero-variance message comes first, before any of this
+    corr = solvers._correlation(cov, np.sqrt(diag))
+    values = linalg.eigvalsh(corr)  # the very call the test makes
+    passes = values[0] > values[-1] * p * solvers._EPS
+    try:
+        linalg.cho_factor(corr.copy())
+        positive = True
+    except linalg.LinAlgError:
+        positive = False
+    try:
+        solvers._scaled_factor(cov.copy(order=order), "the scatter", "advice")
+    except SingularScatterError:
+        assert not (passes and positive)
+    else:
+        assert passes
+        assert positive

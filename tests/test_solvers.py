@@ -273,10 +273,12 @@ def _spd_with_condition(p, condition, rng, c_order=False):
     return np.ascontiguousarray(cov) if c_order else np.asfortranarray(cov)
 
 
+@pytest.mark.parametrize("columns", [256, 7])  # (7: the bounds' panels split even small p)
 @pytest.mark.parametrize("p", [2, 7, 60])
-def test_the_singularity_bounds_never_contradict_the_eigenvalues(p):
+def test_the_singularity_bounds_never_contradict_the_eigenvalues(p, columns, monkeypatch):
     # The certificate may only say "regular" where the eigenvalue test passes; anywhere
     # else the eigenvalues decide. Condition numbers from 1 to far past singular.
+    monkeypatch.setattr(solvers, "_BOUND_COLUMNS", columns)
     rng = np.random.default_rng(p)
     for condition in np.geomspace(1.0, 1e20, 41):
         cov = _spd_with_condition(p, condition, rng, c_order=bool(rng.integers(2)))
