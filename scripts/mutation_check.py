@@ -22,14 +22,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_stats.py", "tests/test_solvers.py", "tests/test_numbers.py",
-         "tests/test_properties.py", "tests/test_estimator.py"]
+         "tests/test_properties.py", "tests/test_estimator.py", "tests/test_wide.py"]
 
 # (name, file, exact text, replacement): each a one-term error in one formula.
 MUTATIONS = [
     # ---- pass 1: one chunk's summary
     ("chunk: drop the class-mean correction", "streamproj/stats.py",
-     "_symmetric_update(product, p, sums.T / -counts, sums)",
-     "_symmetric_update(product, p, sums.T / counts, sums)"),
+     "_add_low_rank(within, p, sums.T / -counts, sums)",
+     "_add_low_rank(within, p, sums.T / counts, sums)"),
     ("chunk: class means divide by n+1", "streamproj/stats.py",
      "_two_sum(shifts, sums / counts[:, None])", "_two_sum(shifts, sums / (counts[:, None] + 1))"),
     ("chunk: per-class shift is zero", "streamproj/stats.py",
@@ -53,8 +53,12 @@ MUTATIONS = [
     ("merge: weight n_a n_b / (n+1)", "streamproj/stats.py",
      "na * (nb / safe_n), 0.0)", "na * (nb / (safe_n + 1)), 0.0)"),
     ("merge: drop the between-halves term", "streamproj/stats.py",
-     "_symmetric_update(within, p, (delta * weight[:, None]).T, delta)",
-     "_symmetric_update(within, p, 0.0 * delta.T, delta)"),
+     "left = (delta * weight[:, None]).T", "left = 0.0 * delta.T"),
+    ("merge of pass-1 partials: the second part's scatter halved", "streamproj/stats.py",
+     "            mine += theirs", "            mine += 0.5 * theirs"),
+    ("wide chunk: class sums read one column off", "streamproj/stats.py",
+     "out[:, c - c0] = self.panel(k)[:rows, c - self.bounds[k][0]]",
+     "out[:, c - c0] = self.panel(k)[:rows, c - self.bounds[k][0] - 1]"),
     ("shift moments: M2 sign", "streamproj/stats.py",
      "new_m2 = m2 + n * ea * eb", "new_m2 = m2 - n * ea * eb"),
     ("shift moments: M21 cross term", "streamproj/stats.py",

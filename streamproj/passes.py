@@ -30,8 +30,10 @@ from .stats import (
     bfloat16_to_float32,
     centred_blocks,
     check_summary_memory,
-    merge_consuming,
+    finish_partial,
+    merge_partials,
     parse_memory,
+    partial_summary,
     summary_nbytes,
 )
 from .validation import as_dask_labels, as_dask_rows, check_finite
@@ -59,8 +61,8 @@ def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None):
     first bad row of the whole array, whichever chunk failed first in time.
     """
     try:
-        return ClassStats.from_rows(X, y, detail, row_offset=offset, names=names,
-                                    bfloat16=bfloat16, max_bytes=budget)
+        return partial_summary(X, y, detail, row_offset=offset, names=names,
+                               bfloat16=bfloat16, max_bytes=budget)
     except StreamprojError as exc:
         return exc
 
@@ -82,7 +84,7 @@ def _merge_all(*parts, budget=None):
     # (dask frees it afterwards), so the first part's scatter takes the sum in place
     total = parts[0]
     for part in parts[1:]:
-        total = merge_consuming(total, part)
+        total = merge_partials(total, part)
     return total
 
 
@@ -173,10 +175,14 @@ def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = 
 
 
 def finish_summary(result):
-    """The :class:`ClassStats` a computed :func:`summary_graph` gave, or the first bad row's error."""
+    """The :class:`ClassStats` a computed :func:`summary_graph` gave, or the first bad row's error.
+
+    The graph's result is a pass-1 partial (see :func:`~streamproj.stats.partial_summary`):
+    this mirrors its scatter, in place (doing it again changes nothing).
+    """
     if isinstance(result, StreamprojError):
         raise result
-    return result
+    return finish_partial(result)
 
 
 def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("X", "y"),
@@ -184,8 +190,9 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     """Pass 1 as a lazy graph: ``(delayed result, number of chunks)``.
 
     The parameters are :func:`accumulate`'s. Its chunk tasks are named
-    ``streamproj-summary-…``; the result is a :class:`ClassStats` or the
-    :class:`~streamproj.errors.StreamprojError` of the first bad row, which
+    ``streamproj-summary-…``; the result is a partial :class:`ClassStats`
+    (its scatter's upper triangle), which :func:`finish_summary` completes, or
+    the :class:`~streamproj.errors.StreamprojError` of the first bad row, which
     :func:`finish_summary` raises. Shapes, dtypes and the memory plan are
     checked here, before anything is read.
     """

@@ -306,7 +306,9 @@ class ClassStats:
         self.means = np.asarray(means, dtype=np.float64)
         self.mean_residuals = (np.zeros_like(self.means) if mean_residuals is None
                                else np.asarray(mean_residuals, dtype=np.float64))
-        self.within = np.asarray(within, dtype=np.float64)
+        # (an array; only pass 1's wide partials keep _UpperPanels, until finish_partial)
+        self.within: Any = (within if isinstance(within, _UpperPanels)
+                            else np.asarray(within, dtype=np.float64))
         self.class_scatter = None if class_scatter is None else np.asarray(class_scatter, float)
         self.comoment21 = None if comoment21 is None else np.asarray(comoment21, float)
         self.comoment22 = None if comoment22 is None else np.asarray(comoment22, float)
@@ -460,32 +462,7 @@ class ClassStats:
             Refuse (:class:`~streamproj.errors.SummaryMemoryError`) before
             allocating when this chunk's summary and working set would exceed it.
         """
-        _check_detail(detail)
-        X = np.asarray(X)
-        check_matrix(X, names[0])
-        decode = _bfloat16_decoder(X, bfloat16, names[0])
-        y = _as_labels(y, X.shape[0], row_offset, names)
-        if X.shape[0] == 0:
-            return cls.empty(X.shape[1], detail, y.dtype)
-        classes, inverse, counts = _encode_labels(y)
-        if max_bytes is not None:
-            check_summary_memory(X.shape[1], classes.shape[0], detail, max_bytes,
-                                 chunk_rows=X.shape[0], itemsize=X.dtype.itemsize)
-        with np.errstate(over="ignore", invalid="ignore"):  # reported below as clear errors
-            if detail == "pooled":
-                moments = _pooled_moments(X, inverse, counts, decode)
-            else:
-                moments = _class_moments(X, inverse, counts, detail == "fourth", decode)
-        # Every value of X reaches the diagonal of the scatter (as a square), so
-        # one look there catches NaN, inf and overflow anywhere in the chunk.
-        (means, residuals), within, *per_class = moments
-        class_scatter, m21, m22 = per_class if per_class else (None, None, None)
-        if not (np.isfinite(np.diagonal(within)).all() and np.isfinite(means).all()):
-            check_finite(_cast_rows(X, decode), row_offset, names[0])
-            msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} are too large: "
-                   "their squares overflow float64; rescale the features")
-            raise BadValuesError(msg)
-        return cls(classes, counts, means, within, class_scatter, m21, m22, residuals)
+        return finish_partial(partial_summary(X, y, detail, row_offset, names, bfloat16, max_bytes))
 
     def update(self, X: Any, y: Any) -> "ClassStats":
         """Merge rows held in memory into this summary, in place; returns self."""
@@ -582,6 +559,70 @@ class ClassStats:
             f"ClassStats(n_samples={self.n_samples}, n_features={self.n_features}, "
             f"classes={self.classes.tolist()}, detail={self.detail!r})"
         )
+
+
+# ------------------------------------------------------------ pass 1's partials
+# Pass 1's chunk summaries and their merges keep only the upper triangle of ``within``
+# (from _PANEL_MIN_WIDTH columns in _UpperPanels, half the memory); finish_partial makes
+# the symmetric matrix once, at the end, instead of after every chunk and every merge.
+
+
+def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
+                    names: tuple[str, str] = ("X", "y"), bfloat16: bool = False,
+                    max_bytes: int | None = None) -> ClassStats:
+    """:meth:`ClassStats.from_rows`, but only the upper triangle of ``within`` is right.
+
+    For pass 1: merge such partials with :func:`merge_partials` and finish the
+    total with :func:`finish_partial`.
+    """
+    _check_detail(detail)
+    X = np.asarray(X)
+    check_matrix(X, names[0])
+    decode = _bfloat16_decoder(X, bfloat16, names[0])
+    y = _as_labels(y, X.shape[0], row_offset, names)
+    if X.shape[0] == 0:
+        return ClassStats.empty(X.shape[1], detail, y.dtype)
+    classes, inverse, counts = _encode_labels(y)
+    if max_bytes is not None:
+        check_summary_memory(X.shape[1], classes.shape[0], detail, max_bytes,
+                             chunk_rows=X.shape[0], itemsize=X.dtype.itemsize)
+    with np.errstate(over="ignore", invalid="ignore"):  # reported below as clear errors
+        if detail == "pooled":
+            moments = _pooled_moments(X, inverse, counts, decode)
+        else:
+            moments = _class_moments(X, inverse, counts, detail == "fourth", decode)
+    # Every value of X reaches the diagonal of the scatter (as a square), so
+    # one look there catches NaN, inf and overflow anywhere in the chunk.
+    (means, residuals), within, *per_class = moments
+    class_scatter, m21, m22 = per_class if per_class else (None, None, None)
+    if not (np.isfinite(_upper_diagonal(within, X.shape[1])).all() and np.isfinite(means).all()):
+        check_finite(_cast_rows(X, decode), row_offset, names[0])
+        msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} are too large: "
+               "their squares overflow float64; rescale the features")
+        raise BadValuesError(msg)
+    return ClassStats(classes, counts, means, within, class_scatter, m21, m22, residuals)
+
+
+def merge_partials(a: ClassStats, b: ClassStats) -> ClassStats:
+    """``a + b`` of two pass-1 partials, in ``a``'s memory: ``a`` must not be used afterwards.
+
+    Only the upper triangle of the result's ``within`` is right, as in its parts.
+    """
+    return _merge(a, b, partial=True)
+
+
+def finish_partial(stats: ClassStats) -> ClassStats:
+    """The summary a pass-1 partial stands for: its ``within`` mirrored, in place where writable."""
+    within, p = stats.within, stats.n_features
+    if isinstance(within, _UpperPanels):
+        full = np.empty((p, p), order="F")
+        for j0, j1, view in _upper_blocks(within, p):
+            full[:j1, j0:j1] = view
+        within = full
+    elif not within.flags.writeable:  # e.g. received from a dask.distributed worker
+        within = np.array(within, order="F")
+    stats.within = _symmetric_update(within, p)
+    return stats
 
 
 def _two_sum(a, b):
@@ -742,8 +783,80 @@ def gram_buffer(width):
     return np.empty(width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else 0)
 
 
+def _panel_bounds(q):
+    return [(j0, min(j0 + _GRAM_PANEL, q)) for j0 in range(0, q, _GRAM_PANEL)]
+
+
+def _product_nbytes(p, width):
+    """Bytes of a chunk's Gram product of ``width`` columns (p features, see :func:`_pooled_moments`)."""
+    if p >= _PANEL_MIN_WIDTH:  # the upper triangle in panels
+        return 8 * sum(j1 * (j1 - j0) for j0, j1 in _panel_bounds(width))
+    return 8 * width * width
+
+
+class _UpperPanels:
+    """The upper triangle of a q×q matrix, kept by column panels; its first ``n`` rows and columns count.
+
+    Panel ``[j0, j1)`` (``_GRAM_PANEL`` columns) holds rows ``[0, j1)`` of its
+    columns as one contiguous Fortran-ordered block, about half the memory of
+    the whole matrix (at q = 4,098, 71 MB instead of 134). Pass 1's wide
+    partial summaries keep their scatter so (a full array whose lower triangle
+    is never written is no smaller: numpy asks for huge pages, and every one
+    of them holds some of the upper triangle).
+    """
+
+    def __init__(self, q, n=None):
+        self.n = q if n is None else n
+        self.bounds = _panel_bounds(q)
+        self.starts = np.cumsum([0] + [j1 * (j1 - j0) for j0, j1 in self.bounds]).tolist()
+        self.buffer = np.zeros(self.starts[-1])
+
+    @property
+    def shape(self):
+        return (self.n, self.n)
+
+    def restricted(self, n):
+        """The same panels (shared memory), of which only the first ``n`` rows and columns count."""
+        out = object.__new__(_UpperPanels)
+        out.__dict__.update(self.__dict__, n=n)
+        return out
+
+    def panel(self, k):
+        j0, j1 = self.bounds[k]
+        return self.buffer[self.starts[k] : self.starts[k + 1]].reshape((j1, j1 - j0), order="F")
+
+    def columns(self, c0, c1, rows):
+        """Rows ``[0, rows)`` of columns ``[c0, c1)`` (all in the upper triangle), as a new array."""
+        out = np.empty((rows, c1 - c0))
+        for c in range(c0, c1):
+            k = c // _GRAM_PANEL
+            out[:, c - c0] = self.panel(k)[:rows, c - self.bounds[k][0]]
+        return out
+
+
+def _upper_blocks(matrix, p):
+    """``(j0, j1, view)``: rows ``[0, j1)`` of columns ``[j0, j1)`` of the p×p upper triangle.
+
+    ``matrix`` is an array (its ``[:p, :p]``) or :class:`_UpperPanels`; the
+    blocks are the same ``_GRAM_PANEL`` columns either way.
+    """
+    for k, j0 in enumerate(range(0, p, _GRAM_PANEL)):
+        j1 = min(j0 + _GRAM_PANEL, p)
+        if isinstance(matrix, _UpperPanels):
+            yield j0, j1, matrix.panel(k)[:j1, : j1 - j0]
+        else:
+            yield j0, j1, matrix[:j1, j0:j1]
+
+
+def _upper_diagonal(matrix, p):
+    return np.concatenate([np.diagonal(view[j0:j1]) for j0, j1, view in _upper_blocks(matrix, p)])
+
+
 def _add_gram(product, block, buffer):
     """``product += blockᵀ block`` in place; at least the upper triangle is right.
+
+    ``product`` is an array or, from ``_PANEL_MIN_WIDTH`` columns, may be
+    :class:`_UpperPanels` of the block's width.
 
     Wide blocks are multiplied one column panel at a time: panel ``[j0, j1)``
     of the upper triangle is ``block[:, :j1]ᵀ block[:, j0:j1]``, written into
@@ -759,34 +872,47 @@ def _add_gram(product, block, buffer):
     if q < _PANEL_MIN_WIDTH:
         product += block.T @ block
         return
-    for j0 in range(0, q, _GRAM_PANEL):
+    for k, j0 in enumerate(range(0, q, _GRAM_PANEL)):
         j1 = min(j0 + _GRAM_PANEL, q)
         # Fortran order: the add below then reads and writes whole columns.
         out = buffer[: j1 * (j1 - j0)].reshape((j1, j1 - j0), order="F")
         np.matmul(block[:, :j1].T, block[:, j0:j1], out=out)
-        product[:j1, j0:j1] += out
+        if isinstance(product, _UpperPanels):
+            product.panel(k)[...] += out
+        else:
+            product[:j1, j0:j1] += out
 
 
-# Columns per step of the in-place finishing of the Gram product: small temporaries.
-_FINISH_COLUMNS = 256
+# Columns per step of the in-place finishing of the Gram product: small temporaries. The
+# same as the panels: a pass-1 partial then gets its low-rank terms in the same blocks
+# whether kept in panels or whole, and the same bits.
+_FINISH_COLUMNS = _GRAM_PANEL
 
 
-def _symmetric_update(product, p, left, right):
+def _symmetric_update(product, p, left=None, right=None):
     """``G + left @ right`` as a full symmetric p×p view, from the upper triangle of ``product``.
 
     ``G`` is ``product[:p, :p]`` (only its upper triangle is read). In place,
     ``_FINISH_COLUMNS`` columns at a time (no p×p temporary): each column
-    block of the upper triangle gets its part of the low-rank term and is
-    mirrored into the lower triangle, so the result is exactly symmetric.
+    block of the upper triangle gets its part of the low-rank term (none
+    without ``left``) and is mirrored into the lower triangle, so the result
+    is exactly symmetric.
     """
     for j0 in range(0, p, _FINISH_COLUMNS):
         j1 = min(j0 + _FINISH_COLUMNS, p)
-        upper = product[:j1, j0:j1]
-        upper += left[:j1] @ right[:, j0:j1]
+        if left is not None:
+            upper = product[:j1, j0:j1]
+            upper += left[:j1] @ right[:, j0:j1]
         diagonal = product[j0:j1, j0:j1]
         diagonal[:] = np.triu(diagonal) + np.triu(diagonal, 1).T
         product[j0:j1, :j0] = product[:j0, j0:j1].T
     return product[:p, :p]
+
+
+def _add_low_rank(matrix, p, left, right):
+    """``matrix += left @ right`` on the upper triangle only (a pass-1 partial's scatter)."""
+    for j0, j1, view in _upper_blocks(matrix, p):
+        view += left[:j1] @ right[:, j0:j1]
 
 
 def _class_shifts(X, inverse, K, decode=None):
@@ -870,7 +996,9 @@ def _pooled_moments(X, inverse, counts, decode=None):
         blocks = centred_blocks(X, common, extra, decode)
     else:
         blocks = _class_shifted_blocks(X, shifts, inverse, onehot, decode)
-    product = np.zeros((p + extra, p + extra), order="F")
+    # (chosen by p alone, never by the classes: a chunk's partial must merge with any other's)
+    product = (_UpperPanels(p + extra) if p >= _PANEL_MIN_WIDTH
+               else np.zeros((p + extra, p + extra), order="F"))
     buffer = gram_buffer(p + extra)
     sums = np.zeros((K, p))
     for start, stop, block in blocks:
@@ -880,9 +1008,11 @@ def _pooled_moments(X, inverse, counts, decode=None):
         elif not onehot:
             _add_sorted_class_sums(sums, block, inverse[start:stop])
         _add_gram(product, block, buffer)
-    if onehot:
-        sums = product[:p, p:].T.copy()  # the upper triangle holds (feature, class) sums
-    within = _symmetric_update(product, p, sums.T / -counts, sums)
+    if onehot:  # the upper triangle holds (feature, class) sums
+        sums = (product.columns(p, p + K, p) if isinstance(product, _UpperPanels)
+                else product[:p, p:]).T.copy()
+    within = product.restricted(p) if isinstance(product, _UpperPanels) else product[:p, :p]
+    _add_low_rank(within, p, sums.T / -counts, sums)
     return _two_sum(shifts, sums / counts[:, None]), within
 
 
@@ -942,8 +1072,9 @@ def chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize=8):
     """Peak bytes one chunk's summary needs besides the running total.
 
     The chunk's rows as stored, the float64 cast block, and the chunk's own
-    summary: for "pooled" the Gram product with its one-hot class columns and
-    the product's scratch space; for
+    summary: for "pooled" the Gram product with its one-hot class columns (its
+    upper triangle alone from ``_PANEL_MIN_WIDTH`` features) and the product's
+    scratch space; for
     more detail every class's moments plus float64 copies of the class rows
     (two for "fourth": ``d`` and ``d²``).
     """
@@ -954,7 +1085,7 @@ def chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize=8):
     if detail == "pooled":
         # the product, and the Gram's scratch: a column panel, or numpy's p×p temporary
         scratch = width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else width * width
-        return rows + 8 * _block_rows(n, width) * width + 8 * (width * width + scratch)
+        return rows + 8 * _block_rows(n, width) * width + _product_nbytes(p, width) + 8 * scratch
     copies = 2 if detail == "fourth" else 1
     return rows + summary_nbytes(p, k, detail) + 8 * n * p * copies
 
@@ -1077,18 +1208,14 @@ def _union_classes(a, b):
     return classes, np.searchsorted(classes, a), np.searchsorted(classes, b)
 
 
-def merge_consuming(a: "ClassStats", b: "ClassStats") -> "ClassStats":
-    """``a + b`` that may reuse ``a``'s memory: ``a`` must not be used afterwards."""
-    return _merge(a, b, reuse=True)
-
-
-def _merge(a, b, reuse=False):
+def _merge(a, b, partial=False):
     """Chan–Golub–LeVeque merge of two summaries of disjoint rows.
 
-    With ``reuse`` the pooled scatter is summed into ``a.within``'s own
-    memory (``a`` must not be used afterwards): pass 1's merge tree, whose
-    every partial summary has this merge as its one consumer, then needs no
-    new p×p array per merge (134 MB at p = 4,096).
+    With ``partial`` both are pass-1 partials (only the upper triangle of
+    ``within`` right, see :func:`partial_summary`) and so is the result, whose
+    pooled scatter is summed into ``a.within``'s own memory (``a`` must not be
+    used afterwards): pass 1, whose every partial summary has one merge as its
+    one consumer, then needs no new p×p array per merge (134 MB at p = 4,096).
     """
     if a.n_features != b.n_features:
         msg = (
@@ -1097,9 +1224,9 @@ def _merge(a, b, reuse=False):
         )
         raise IncompatibleStatsError(msg)
     if b.n_samples == 0:
-        return a.copy()
+        return a if partial else a.copy()
     if a.n_samples == 0:
-        return b.copy()
+        return b if partial else b.copy()
     detail = DETAILS[min(DETAILS.index(a.detail), DETAILS.index(b.detail))]
     classes, ia, ib = _union_classes(a.classes, b.classes)
     K, p = classes.shape[0], a.n_features
@@ -1125,8 +1252,20 @@ def _merge(a, b, reuse=False):
     residuals = np.where(both, lo, np.where((na > 0)[:, None], loa, lob))
     weight = np.where((na > 0) & (nb > 0), na * (nb / safe_n), 0.0)
     # a.within + b.within plus the between-halves term, made symmetric in place (no p×p temporary)
-    within = np.add(a.within, b.within, out=a.within if reuse and a.within.flags.writeable else None)
-    _symmetric_update(within, p, (delta * weight[:, None]).T, delta)
+    left = (delta * weight[:, None]).T
+    if partial:  # the upper triangles only, in a's memory where it may be written
+        within = a.within
+        if isinstance(within, _UpperPanels) and not within.buffer.flags.writeable:
+            within = within.restricted(p)  # e.g. received from a dask.distributed worker
+            within.buffer = within.buffer.copy()
+        elif not isinstance(within, _UpperPanels) and not within.flags.writeable:
+            within = np.array(within, order="F")
+        for (_, _, mine), (_, _, theirs) in zip(_upper_blocks(within, p),
+                                                _upper_blocks(b.within, p), strict=True):
+            mine += theirs
+        _add_low_rank(within, p, left, delta)
+    else:
+        within = _symmetric_update(a.within + b.within, p, left, delta)
 
     scatter = m21 = m22 = None
     if detail != "pooled":

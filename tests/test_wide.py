@@ -54,6 +54,69 @@ def test_real_width_takes_the_panel_path_and_merges_stay_exact():
     assert np.array_equal(merged.within, merged.within.T)
 
 
+# ------------------------------------------------------ pass 1's partials
+def small_panels(monkeypatch, width=3):
+    """Send p = 7 down the wide path: partials in panels of ``width`` columns (a ragged last one)."""
+    monkeypatch.setattr(stats_module, "_PANEL_MIN_WIDTH", 2)
+    monkeypatch.setattr(stats_module, "_GRAM_PANEL", width)
+    monkeypatch.setattr(stats_module, "_FINISH_COLUMNS", width)
+
+
+@pytest.mark.parametrize("k", [1, 3, 80])
+def test_partials_kept_in_panels_merge_exactly(monkeypatch, k):
+    # sorted labels: the 37-row chunks hold different classes, so their one-hot products
+    # differ in width (and 80 classes take the sorted sums, no one-hot columns)
+    small_panels(monkeypatch)
+    X, y = offset_classes(n=700, p=7, k=k, offset=3e5, seed=5, separation=50.0)
+    order = np.argsort(y, kind="stable")
+    X, y = X[order], y[order]
+    chunk = stats_module.partial_summary(X[:37], y[:37])
+    assert isinstance(chunk.within, stats_module._UpperPanels)
+    with dask.config.set(scheduler="threads", num_workers=1):
+        one = accumulate(X, y, chunk_rows=37)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        two = accumulate(X, y, chunk_rows=37)
+    assert_close_to_reference(one, two_pass(X, y))
+    assert isinstance(one.within, np.ndarray)
+    assert np.array_equal(one.within, one.within.T)
+    for name in ("counts", "means", "mean_residuals", "within"):
+        assert np.array_equal(getattr(one, name), getattr(two, name))
+
+
+def test_panels_hold_about_half_the_matrix():
+    panels = stats_module._UpperPanels(4098)
+    assert panels.buffer.nbytes <= 0.54 * 4098**2 * 8  # half, plus half a panel per column
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_partials_merge_from_read_only_memory(monkeypatch, wide):
+    # dask.distributed may hand a merge partials whose memory cannot be written
+    if wide:
+        small_panels(monkeypatch)
+    X, y = offset_classes(n=300, p=7, k=3, offset=10.0, seed=6)
+    partial = stats_module.partial_summary
+
+    def frozen(stats):
+        memory = stats.within.buffer if wide else stats.within
+        memory.flags.writeable = False
+        return stats
+
+    a = stats_module.merge_partials(frozen(partial(X[:100], y[:100])), partial(X[100:], y[100:]))
+    b = stats_module.merge_partials(partial(X[:100], y[:100]), partial(X[100:], y[100:]))
+    a, b = stats_module.finish_partial(a), stats_module.finish_partial(b)
+    assert np.array_equal(a.within, b.within)
+    assert np.array_equal(a.within, stats_module.finish_partial(a).within)  # again: no change
+    assert_close_to_reference(a, two_pass(X, y))
+
+
+def test_a_bad_row_in_a_wide_chunk_is_named(monkeypatch):
+    small_panels(monkeypatch)
+    X, y = offset_classes(n=300, p=7, k=2, offset=0.0, seed=7)
+    X[123, 4] = np.nan
+    with pytest.raises(sp.errors.BadValuesError, match="123"):
+        accumulate(X, y, chunk_rows=50)
+
+
 def test_block_rows_grow_with_width_down_to_a_minimum():
     assert stats_module._block_rows(10**6, 100) == stats_module._BLOCK_BYTES // 800
     assert stats_module._block_rows(10**6, 2048) == stats_module._MIN_BLOCK_ROWS
@@ -148,6 +211,9 @@ def test_summary_sizes():
                                   real.class_scatter, real.comoment21, real.comoment22))
     assert summary_nbytes(9, 3, "fourth") == held
     assert chunk_nbytes(100, 2, "pooled", 10_000, itemsize=4) >= 10_000 * 100 * 4 + 8 * 102 * 102
+    # wide chunks hold their product's upper triangle in panels, and the plan counts those
+    assert stats_module._product_nbytes(4096, 4098) == stats_module._UpperPanels(4098).buffer.nbytes
+    assert chunk_nbytes(4096, 2, "pooled", 10_000, 2) >= 10_000 * 4096 * 2 + 0.5 * 8 * 4098**2
 
 
 @pytest.mark.parametrize(("text", "expected"), [
