@@ -131,8 +131,14 @@ def _object_labels(y, row_offset, yname):
             )
             raise BadValuesError(msg)
     kinds = {_label_kind(v) for v in values}
-    if kinds <= {"int", "float"} and kinds:
-        kinds = {"float"} if "float" in kinds else kinds
+    if kinds == {"int", "float"}:  # numbers: as floats, unless that would merge two integers
+        for row, value in enumerate(values):
+            if _label_kind(value) == "int" and float(value) != value:
+                msg = (f"{yname} (dtype {y.dtype}) mixes float labels with the integer label "
+                       f"{value} in row {row_offset + row}, which float64 cannot hold exactly; "
+                       "convert the labels to one type, e.g. y.astype(str)")
+                raise InputError(msg)
+        kinds = {"float"}
     if len(kinds) > 1 or not kinds <= {"bool", "int", "float", "str", "bytes"}:
         msg = (
             f"{yname} (dtype {y.dtype}) holds labels of mixed or unsupported types "
@@ -1205,6 +1211,14 @@ def _union_classes(a, b):
     except TypeError as exc:  # e.g. bytes and str labels
         msg = f"cannot merge labels of dtype {a.dtype} with labels of dtype {b.dtype}: {exc}"
         raise IncompatibleStatsError(msg) from None
+    for side in (a, b):  # e.g. integers beyond 2**53 with floats: two labels would become one
+        if side.dtype.kind in "iuf" and classes.dtype != side.dtype:
+            inexact = side.astype(classes.dtype).astype(side.dtype) != side
+            if inexact.any():
+                msg = (f"cannot merge labels of dtype {a.dtype} with labels of dtype {b.dtype}: "
+                       f"{classes.dtype} cannot hold the label {side[inexact][0]} exactly, so "
+                       "distinct classes would merge; convert the labels to one type (e.g. strings)")
+                raise IncompatibleStatsError(msg)
     return classes, np.searchsorted(classes, a), np.searchsorted(classes, b)
 
 

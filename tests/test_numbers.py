@@ -24,7 +24,12 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis, QuadraticD
 import streamproj as sp
 from streamproj import solvers
 from streamproj.cli import main
-from streamproj.errors import BadValuesError, InputError, SingularScatterError
+from streamproj.errors import (
+    BadValuesError,
+    IncompatibleStatsError,
+    InputError,
+    SingularScatterError,
+)
 from streamproj.passes import accumulate
 from streamproj.stats import ClassStats
 
@@ -445,6 +450,28 @@ def test_signed_and_unsigned_integer_summaries_merge_exactly():
     assert s.classes.dtype == np.uint64
     assert s.classes.tolist() == [0, 1, 2**63 + 2]
     np.testing.assert_array_equal(s.counts, [2, 4, 2])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_integers_beyond_float64_are_never_merged_with_float_labels(dtype):
+    X = np.random.default_rng(24).normal(size=(8, 2))
+    big = ClassStats.from_rows(X[:4], np.array([2**53, 2**53 + 1] * 2, dtype=dtype))
+    floats = ClassStats.from_rows(X[4:], np.array([0.0, 1.0] * 2))
+    for a, b in ((big, floats), (floats, big)):  # as float64, two of the classes would be one
+        with pytest.raises(IncompatibleStatsError, match="9007199254740993"):
+            a + b
+    exact = ClassStats.from_rows(X[:4], np.array([2**53, 7] * 2, dtype=dtype)) + floats
+    assert exact.classes.tolist() == [0.0, 1.0, 7.0, 2.0**53]
+    np.testing.assert_array_equal(exact.counts, [2, 2, 2, 2])
+
+
+def test_object_labels_mixing_floats_and_big_integers_are_refused():
+    X = np.zeros((4, 2))
+    y = np.array([2**53, 2**53 + 1, 1.0, 2**53], dtype=object)
+    with pytest.raises(InputError, match=r"integer label 9007199254740993 in row 1"):
+        accumulate(X, y)
+    ok = accumulate(X, np.array([2**53, 3, 1.5, 3], dtype=object))
+    assert ok.classes.tolist() == [1.5, 3.0, 2.0**53]
 
 
 # ------------------------------------------------------- 6. memory of in-memory input
