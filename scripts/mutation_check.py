@@ -43,6 +43,8 @@ MUTATIONS = [
      "residuals[k] = residual / counts[k]", "residuals[k] = residual / (counts[k] + 1)"),
     ("chunk: per-class scatter drops the rounding term", "streamproj/stats.py",
      "m2[k] = d.T @ d - np.outer(residual, residual) / counts[k]", "m2[k] = d.T @ d"),
+    ("chunk: co-moments about the rounded class mean", "streamproj/stats.py",
+     "            d -= residuals[k]\n", ""),
     ("chunk: fourth co-moment", "streamproj/stats.py",
      "m22[k] = d2.T @ d2", "m22[k] = d2.T @ d"),
     # ---- merges (Chan-Golub-LeVeque) and derived moments

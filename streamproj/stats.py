@@ -1049,6 +1049,8 @@ def _class_moments(X, inverse, counts, fourth, decode=None):
         residuals[k] = residual / counts[k]
         m2[k] = d.T @ d - np.outer(residual, residual) / counts[k]
         if fourth:
+            # the co-moments about the exact mean: no closed-form fix like m2's for the cubes
+            d -= residuals[k]
             d2 = d * d
             m21[k] = d2.T @ d
             m22[k] = d2.T @ d2

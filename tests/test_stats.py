@@ -67,6 +67,18 @@ def test_chunked_summary_equals_two_pass(detail, size):
         assert np.max(np.abs(s.comoment21 - ref["m21"])) / scale < 1e-10
 
 
+@pytest.mark.parametrize("size", [7, 1000])
+def test_fourth_moments_far_from_zero_are_about_the_exact_mean(size):
+    # a float64 class mean near 1e8 is rounded by up to 7e-9: co-moments about it were off
+    X, y = make_classes(n=400, p=4, k=3, seed=5)
+    X = X + 1e8
+    ref = exact_moments(X - 1e8, y)  # exact rows (Sterbenz), so an exact reference
+    s = chunked(X, y, size, "fourth")
+    assert rel(s.comoment22, ref["m22"]) < 1e-11
+    scale = np.max(np.abs(ref["m2"])) ** 1.5 / np.sqrt(len(X))
+    assert np.max(np.abs(s.comoment21 - ref["m21"])) / scale < 1e-10
+
+
 def test_a_plus_b_equals_one_pass_and_is_commutative():
     X, y = make_classes(n=500, p=5, k=4, seed=2)
     a = ClassStats.from_rows(X[:180], y[:180], "fourth")
