@@ -567,7 +567,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if self.boundary is None:
             result = solvers.lda(stats, self.shrinkage, self._solved_priors(stats))
             coef, intercept = result.coef, result.intercept
-            basis = solvers.boundary_basis(coef, result.scalings if stats.n_classes > 2 else None)
+            basis = solvers.boundary_basis(coef, result.directions)
             fitted = {
                 "priors_": result.priors,
                 "means_": result.means,

@@ -4,6 +4,7 @@ Tolerances: summaries 1e-10 relative to the two-pass reference, coef_ and axes
 1e-8 (subspaces by the sine of the largest principal angle), predictions equal.
 """
 
+import itertools
 import json
 import tracemalloc
 
@@ -19,6 +20,7 @@ from conftest import (
     two_pass,
     write_zarr,
 )
+from sklearn.covariance import OAS
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis, QuadraticDiscriminantAnalysis
 
 import streamproj as sp
@@ -172,6 +174,42 @@ def test_well_separated_classes_keep_their_scatter(separation, k):
     m = sp.BoundaryProjector(chunk_rows=613).fit(X, y)
     lda, shift = reference_lda(X, y)
     assert rel_err(pairwise(m.coef_), pairwise(lda.coef_)) <= 1e-8
+
+
+def outside_the_axes(m, k):
+    """How far each unit pairwise boundary normal is from the span of the first K-1 axes."""
+    V = m.components_[: k - 1].T
+    worst = 0.0
+    for i, j in itertools.combinations(range(k), 2):
+        normal = m._score_coef_[j] - m._score_coef_[i]
+        normal = normal / np.linalg.norm(normal)
+        worst = max(worst, np.linalg.norm(normal - V @ (V.T @ normal)))
+    return worst
+
+
+@pytest.mark.parametrize("separation", [1e-4, 1e-6, 1e-8])
+def test_nearly_coincident_class_means_keep_every_boundary_in_the_axes(separation):
+    # S_B tiny beside S_W: formed as (total - within) it lost its digits (2.9e-4 off at 1e-6)
+    rng = np.random.default_rng(26)
+    base = rng.normal(size=(3000, 5)) @ rng.normal(size=(5, 5))
+    base -= base.mean(axis=0)
+    X = np.vstack([base + separation * rng.normal(size=5) for _ in range(3)])
+    y = np.repeat(np.arange(3), 3000)
+    m = sp.BoundaryProjector(n_components=2).fit(X, y)
+    assert outside_the_axes(m, 3) <= 1e-10
+
+
+@pytest.mark.parametrize("shrinkage", [None, 0.1, "auto", "oas"])
+@pytest.mark.parametrize("priors", [None, [0.5, 0.3, 0.1, 0.1]])
+def test_every_pairwise_boundary_is_in_the_axes_with_shrinkage_and_priors(shrinkage, priors):
+    # scikit-learn's scalings_ solve (shrunk total - shrunk within) v = λ within v: their top
+    # K-1 do not span the normals; the axes come from the classifier's own Fisher problem
+    X, y = offset_classes(n=2000, p=6, k=4, offset=10.0, seed=31, separation=2.0)
+    m = sp.BoundaryProjector(n_components=4, shrinkage=shrinkage, priors=priors).fit(X, y)
+    assert outside_the_axes(m, 4) <= 1e-10
+    how = {"covariance_estimator": OAS()} if shrinkage == "oas" else {"shrinkage": shrinkage}
+    ref = LinearDiscriminantAnalysis(solver="eigen", priors=priors, **how).fit(X, y)
+    np.testing.assert_array_equal(m.predict(X), ref.predict(X))
 
 
 def test_issue_reproduction_separation_1e6():
