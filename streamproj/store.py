@@ -78,6 +78,7 @@ __all__ = [
     "check_disjoint",
     "check_writable_location",
     "create_output_array",
+    "foreign_inside",
     "grow_output_array",
     "is_local",
     "local_kind",
@@ -712,18 +713,72 @@ def _refuse_foreign(url, why=_NOT_OURS):
     raise OutputExistsError(msg)
 
 
+_CHUNK_NAME = re.compile(r"[0-9]+")
+_V2_CHUNK_NAME = re.compile(r"[0-9]+(\.[0-9]+)*")
+
+
+def _node_type(folder):
+    with contextlib.suppress(OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return json.loads((folder / "zarr.json").read_bytes()).get("node_type")
+    return None
+
+
+def _chunk_folder_foreign(folder, rel):
+    for entry in sorted(folder.iterdir()):
+        if not _CHUNK_NAME.fullmatch(entry.name) or entry.is_symlink():
+            return rel / entry.name
+        if entry.is_dir():
+            found = _chunk_folder_foreign(entry, rel / entry.name)
+            if found is not None:
+                return found
+        elif not entry.is_file():
+            return rel / entry.name
+    return None
+
+
+def foreign_inside(dest) -> Path | None:
+    """The first path inside a local Zarr tree that no Zarr writer puts there, or None.
+
+    A group holds its ``zarr.json`` and child nodes (folders with their own
+    ``zarr.json``); an array its ``zarr.json`` and its chunks (a ``c`` folder
+    of numbered folders and files, or numbered files as v2-style keys).
+    Anything else (a user's notes, a link, a stray folder at any depth) would
+    be lost with the tree. Returns the path relative to ``dest``.
+    """
+    def node(folder, rel):
+        array = _node_type(folder) == "array"
+        for entry in sorted(folder.iterdir()):
+            name, here = entry.name, rel / entry.name
+            if entry.is_symlink():
+                return here
+            if name == "zarr.json" and entry.is_file():
+                continue
+            if entry.is_dir() and (entry / "zarr.json").is_file():
+                found = node(entry, here)
+            elif array and name == "c" and entry.is_dir():
+                found = _chunk_folder_foreign(entry, here)
+            elif array and entry.is_file() and _V2_CHUNK_NAME.fullmatch(name):
+                found = None
+            else:
+                found = here
+            if found is not None:
+                return found
+        return None
+
+    return node(Path(dest), Path())
+
+
 def _refuse_foreign_entries(url, dest):
     """Refuse to replace a local output that holds something no streamproj writer puts there.
 
-    An output's top level is its ``zarr.json`` and Zarr nodes (folders with
-    their own ``zarr.json``); anything else (a user's notes, a stray file) would
-    be lost with the output, so it is named and nothing is touched.
+    An output is Zarr nodes and chunks all the way down (:func:`foreign_inside`);
+    anything else (a user's notes, a stray file, at any depth) would be lost
+    with the output, so it is named and nothing is touched.
     """
-    for entry in sorted(dest.iterdir()):
-        if entry.name == "zarr.json" or (entry.is_dir() and (entry / "zarr.json").is_file()):
-            continue
-        msg = (f"{url} is a streamproj output but also holds {entry.name}, which streamproj did "
-               "not write; it was left untouched: move that out of it, or choose another output")
+    found = foreign_inside(dest)
+    if found is not None:
+        msg = (f"{url} is a streamproj output but also holds {found.as_posix()}, which streamproj "
+               "did not write; it was left untouched: move that out of it, or choose another output")
         raise OutputExistsError(msg)
 
 

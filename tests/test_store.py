@@ -93,6 +93,24 @@ def test_overwrite_never_loses_what_a_user_put_inside_an_output(setup, capsys, t
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o.zarr",
             "--overwrite", match="also holds mine")
     (d / "o.zarr" / "mine").rmdir()
+    # at any depth: inside a group, among an array's chunks, a link
+    out = d / "o.zarr"
+    for made, named in ((out / "frame" / "userstuff" / "a", "frame/userstuff"),
+                        (out / "projection" / "c" / "notes.txt", "projection/c/notes.txt"),
+                        (out / "projection" / "c" / "0" / "x.bak", "projection/c/0/x.bak")):
+        made.parent.mkdir(exist_ok=True)
+        made.write_text("mine")
+        refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", out,
+                "--overwrite", match=f"also holds {named},")
+        assert made.read_text() == "mine"
+        made.unlink()
+        if made.parent.name == "userstuff":
+            made.parent.rmdir()
+    (out / "y" / "c" / "link").symlink_to(tmp_path)
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", out, "--overwrite",
+            match="also holds y/c/link,")
+    (out / "y" / "c" / "link").unlink()
+    assert store.foreign_inside(out) is None
     assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
 
 
