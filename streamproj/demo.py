@@ -7,6 +7,7 @@ Standard PCA looks at the wide directions and squashes the faces together;
 the boundary-preserving projection keeps the normal as its first axis.
 """
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -14,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from . import jobs, solvers
+from . import jobs, solvers, store
+from .errors import OutputExistsError
 from .estimator import load
+from .plot import VIEW_MARKER
 
-__all__ = ["coin_chunk", "describe", "run_demo", "write_coin"]
+__all__ = ["check_demo_folder", "coin_chunk", "describe", "run_demo", "write_coin"]
 
 
 def _coin_geometry(p, seed):
@@ -53,17 +56,81 @@ def write_coin(path, n_rows, p, chunk_rows=50_000, seed=0, progress=False):
         xb, yb = coin_chunk(start, rows, p, seed)
         X[start : start + rows] = xb
         y[start : start + rows] = yb
-    group.attrs["description"] = f"streamproj demo coin: {n_rows} x {p}, seed {seed}"
+    group.attrs["description"] = f"{_DESCRIPTION}: {n_rows} x {p}, seed {seed}"
     return group
 
 
+_DESCRIPTION = "streamproj demo coin"
+
+
+def _is_demo_data(path):
+    """True for a Zarr group :func:`write_coin` wrote (its description says so)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    description = (meta.get("attributes") or {}).get("description") if isinstance(meta, dict) else None
+    return isinstance(description, str) and description.startswith(_DESCRIPTION)
+
+
+def check_demo_folder(directory):
+    """Refuse, before anything is written, a DIR where the demo would replace what it did not write.
+
+    The demo writes five things into DIR; each may already be there only as
+    an earlier demo left it (so the demo can run again in the same folder).
+    Anything else in DIR is left alone; DIR itself must not be a Zarr store.
+    """
+    directory = Path(directory).expanduser()
+    if directory.exists() and not directory.is_dir():
+        msg = f"demo {directory} is a file; give the demo a folder"
+        raise OutputExistsError(msg)
+    if any((directory / name).exists() for name in ("zarr.json", ".zgroup", ".zarray")):
+        msg = f"demo {directory} is a Zarr store; give the demo a folder of its own"
+        raise OutputExistsError(msg)
+    data, model_dir, coords, figure, view_file = _targets(directory)
+    left = "it was left untouched: choose another folder for the demo"
+    if data.is_symlink() or (data.exists() and not _is_demo_data(data)):
+        msg = f"demo {data} exists and is not data an earlier demo wrote; {left}"
+        raise OutputExistsError(msg)
+    inside = store.foreign_inside(data) if data.is_dir() else None
+    if inside is not None:
+        msg = f"demo {data} also holds {inside.as_posix()}, which the demo did not write; {left}"
+        raise OutputExistsError(msg)
+    if model_dir.is_symlink() or (model_dir.exists() and not (
+            model_dir.is_dir() and (store.model_exists(model_dir) or not any(model_dir.iterdir())))):
+        msg = f"demo {model_dir} exists and is not a streamproj model directory; {left}"
+        raise OutputExistsError(msg)
+    if coords.is_symlink() or store.local_kind(coords) == "foreign":
+        msg = f"demo {coords} exists and is not a streamproj output; {left}"
+        raise OutputExistsError(msg)
+    for path, what in ((figure, "a PNG"), (view_file, "a streamproj view")):
+        if path.is_symlink() or path.is_dir():
+            msg = f"demo {path} exists and is not {what}; {left}"
+            raise OutputExistsError(msg)
+        if path.exists():
+            with open(path, "rb") as f:
+                head = f.read(1024)
+            ours = head.startswith(b"\x89PNG") if path.suffix == ".png" else VIEW_MARKER in head
+            if not ours:
+                msg = f"demo {path} exists and is not {what}; {left}"
+                raise OutputExistsError(msg)
+
+
+def _targets(directory):
+    return (directory / "data.zarr", directory / "model", directory / "projection.zarr",
+            directory / "demo.png", directory / "view.html")
+
+
 def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progress=False):
-    """Make the data, fit, project, draw the picture (PNG) and the view (HTML); returns a summary."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    data, model_dir = directory / "data.zarr", directory / "model"
-    coords, figure = directory / "projection.zarr", directory / "demo.png"
-    view_file = directory / "view.html"
+    """Make the data, fit, project, draw the picture (PNG) and the view (HTML); returns a summary.
+
+    DIR is checked first (:func:`check_demo_folder`): nothing of the user's is replaced.
+    """
+    directory = Path(directory).expanduser()
+    with store.storage_errors(f"demo {directory}"):
+        check_demo_folder(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+    data, model_dir, coords, figure, view_file = _targets(directory)
     t0 = time.perf_counter()
     write_coin(data, n_rows, p, chunk_rows, seed, progress)
     t1 = time.perf_counter()

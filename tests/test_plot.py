@@ -453,6 +453,48 @@ def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000"]) == 0  # reruns in place
 
 
+def _tree(folder):
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def test_demo_never_replaces_what_it_did_not_write(tmp_path, capsys):
+    # each of the five names the demo writes, taken by something of the user's: one line,
+    # exit 2, and the folder byte for byte as it was (the checks come before any write)
+    X, y = make_classes(n=200, p=4, seed=3)
+    cases = [  # (what takes the name, how, what the line names)
+        ("a user's Zarr data", lambda d: write_zarr(d / "data.zarr", X, y), "data.zarr exists"),
+        ("notes inside the demo's data",
+         lambda d: (main(["demo", str(d), "--rows", "200"]),
+                    (d / "data.zarr" / "notes.txt").write_text("mine")),
+         "data.zarr also holds notes.txt"),
+        ("a folder of notes", lambda d: ((d / "model").mkdir(),
+                                         (d / "model" / "notes.txt").write_text("mine")),
+         "model exists and is not a streamproj model directory"),
+        ("a folder", lambda d: ((d / "projection.zarr").mkdir(),
+                                (d / "projection.zarr" / "a").write_text("mine")),
+         "projection.zarr exists and is not a streamproj output"),
+        ("a text file", lambda d: (d / "demo.png").write_text("my own notes"),
+         "demo.png exists and is not a PNG"),
+        ("a web page", lambda d: (d / "view.html").write_text("<html>my page</html>"),
+         "view.html exists and is not a streamproj view"),
+        ("a Zarr store", lambda d: write_zarr(d, X, y), "is a Zarr store"),
+    ]
+    for i, (taken, make, named) in enumerate(cases):
+        folder = tmp_path / f"case{i}"
+        folder.mkdir(exist_ok=True)
+        make(folder)
+        capsys.readouterr()
+        before = _tree(folder)
+        assert main(["demo", str(folder), "--rows", "200"]) == 2, taken
+        assert named in one_error_line(capsys), taken
+        assert _tree(folder) == before, taken
+    link = tmp_path / "linked"
+    link.mkdir()
+    (link / "data.zarr").symlink_to(tmp_path / "case0" / "data.zarr")
+    assert main(["demo", str(link), "--rows", "200"]) == 2
+    assert "data.zarr exists and is not data an earlier demo wrote" in one_error_line(capsys)
+
+
 def test_two_class_cells_have_an_edge_exactly_on_the_boundary(projected):
     # a column of cells straddling z0 = 0 mixed the two sides of the classifier
     from streamproj.plot.picture import output_source, summarize
