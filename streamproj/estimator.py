@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from pathlib import Path
@@ -84,6 +85,43 @@ def _external_boundary(boundary):
         msg = "boundary coef/intercept hold NaN or inf"
         raise InputError(msg)
     return coef, intercept, None if classes is None else np.asarray(classes), source
+
+
+def _check_boundary_columns(boundary, names):
+    """Refuse a fitted classifier whose columns (``feature_names_in_``) are not X's, in order.
+
+    Its coefficients are applied by position, so a classifier fitted on the
+    same columns in another order would silently weigh the wrong features.
+    """
+    theirs = getattr(boundary, "feature_names_in_", None)
+    if theirs is None:
+        return
+    if names is None:  # as scikit-learn does for a classifier's own predict
+        warnings.warn(f"X has no column names, but the boundary ({type(boundary).__name__}) was "
+                      "fitted with them: its coefficients are applied to X's columns by position",
+                      UserWarning, stacklevel=4)
+        return
+    theirs, names = [str(n) for n in theirs], [str(n) for n in names]
+    if theirs != names:
+        msg = (f"the boundary ({type(boundary).__name__}) was fitted on the columns "
+               f"{_short_list(theirs)} but X has {_short_list(names)}: its coefficients would "
+               "weigh the wrong features; give X the classifier's columns, in its order")
+        raise InputError(msg)
+
+
+def _short_list(names, most=6):
+    return str(names) if len(names) <= most else f"[{', '.join(names[:most])}, … ({len(names)})]"
+
+
+def _check_boundary_classes(given, classes):
+    """Refuse data holding a class the boundary does not know (its classes name its rows)."""
+    known = set(np.asarray(given).tolist())
+    unknown = [c for c in classes.tolist() if c not in known]
+    if unknown:
+        msg = (f"the data hold the class {unknown[0]!r}, which the boundary's classes "
+               f"{sorted(known, key=str)[:6]} do not include; give the boundary of a classifier "
+               "fitted on these labels (or labels it knows)")
+        raise InputError(msg)
 
 
 def _decode_bfloat16(X):
@@ -582,6 +620,9 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             if coef.shape[1] != p:
                 msg = f"the boundary has {coef.shape[1]} coefficients but the data have {p} features"
                 raise InputError(msg)
+            _check_boundary_columns(self.boundary, getattr(self, "feature_names_in_", None))
+            if given is not None:
+                _check_boundary_classes(given, stats.classes)
             labels = stats.classes if given is None else given
             expected = 1 if len(labels) <= 2 else len(labels)
             if coef.shape[0] != expected:

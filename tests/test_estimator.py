@@ -1,14 +1,16 @@
+import json
 import warnings
 
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import make_classes, write_zarr
+from conftest import make_classes, one_error_line, write_zarr
 from scipy.linalg import subspace_angles
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import LogisticRegression
 
 import streamproj as sp
+from streamproj.cli import main
 from streamproj.errors import (
     BadValuesError,
     IncompatibleStatsError,
@@ -129,6 +131,41 @@ def test_boundary_from_a_fitted_classifier_or_arrays(coin):
         assert np.mean(m.classes_[(Z[:, 0] > 0).astype(int)] == clf.predict(X)) == 1.0
         np.testing.assert_allclose(Z[:, 0], clf.decision_function(X) / np.linalg.norm(clf.coef_),
                                    rtol=1e-9, atol=1e-12)
+
+
+def test_a_classifier_fitted_on_other_columns_is_refused():
+    # its coefficients are applied by position: columns in another order weigh the wrong features
+    pd = pytest.importorskip("pandas")
+    X, y = make_classes(n=600, p=4, seed=16)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    clf = LogisticRegression().fit(frame[list("dcba")], y)
+    with pytest.raises(InputError, match=r"fitted on the columns \['d', 'c', 'b', 'a'\] but X has"):
+        sp.BoundaryProjector(boundary=clf).fit(frame, y)
+    renamed = LogisticRegression().fit(frame.rename(columns={"a": "z"}), y)
+    with pytest.raises(InputError, match="weigh the wrong features"):
+        sp.BoundaryProjector(boundary=renamed).fit(frame, y)
+    m = sp.BoundaryProjector(boundary=clf).fit(frame[list("dcba")], y)
+    np.testing.assert_array_equal(m.predict(frame[list("dcba")]), clf.predict(frame[list("dcba")]))
+    with pytest.warns(UserWarning, match="applied to X's columns by position"):
+        sp.BoundaryProjector(boundary=clf).fit(X[:, ::-1], y)
+
+
+def test_data_with_a_class_the_boundary_does_not_know_are_refused(tmp_path, capsys):
+    X, y = make_classes(n=600, p=4, seed=17)
+    named = LogisticRegression().fit(X, np.where(y == 1, "b", "a"))
+    with pytest.raises(InputError, match=r"the data hold the class 0, which the boundary's classes"):
+        sp.BoundaryProjector(boundary=named).fit(X, y)
+    m = sp.BoundaryProjector(boundary=named).fit(X, np.where(y == 1, "b", "a"))
+    assert m.classes_.tolist() == ["a", "b"]
+    # on the command line: one line, exit 2, no model written
+    write_zarr(tmp_path / "d.zarr", X, y)
+    (tmp_path / "b.json").write_text(json.dumps({"coef": [[1.0, 0, 0, 0]], "intercept": [-0.5],
+                                                 "classes": ["x", "y"]}))
+    code = main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m"),
+                 "--boundary", str(tmp_path / "b.json")])
+    assert code == 2
+    assert "the data hold the class 0" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()
 
 
 def test_multiclass_external_boundary_preserves_every_decision():
