@@ -719,6 +719,21 @@ def _arrow_numpy_dtype(t):
     return np.dtype(object)
 
 
+def _label_family(t):
+    """numbers, booleans, or anything else (strings, ...): labels of two families never merge."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):  # categorical: the kind of its values
+        t = t.value_type
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return "number"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "text"
+    return str(t)
+
+
 def _open_parquet(ctx, features, label, label_given):
     import pyarrow as pa
 
@@ -764,6 +779,13 @@ def _open_parquet(ctx, features, label, label_given):
         x_types += [_arrow_numpy_dtype(sch.field(c).type) for c in cols]
         if lab:
             y_types.append(_arrow_numpy_dtype(sch.field(lab).type))
+            first, now = footers[0][2].field(lab).type, sch.field(lab).type
+            if _label_family(first) != _label_family(now):
+                # (0 and "0" would become one class)
+                msg = (f"{shown}: label column {lab!r} holds {now} values, but "
+                       f"{footers[0][1]} holds {first}; every file of a Parquet folder needs "
+                       "labels of one kind (numbers, booleans or strings)")
+                raise InputError(msg)
     x_dtype = _feature_dtype(x_types)
     y_dtype = None if lab is None else np.result_type(*y_types)
     target = _target_rows(len(cols), ctx.chunk_rows)

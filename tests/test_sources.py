@@ -261,6 +261,21 @@ def test_text_labels_from_parquet_and_csv(tmp_path, data):
         np.testing.assert_array_equal(got.counts, want.counts)
 
 
+def test_a_parquet_folder_mixing_number_and_text_labels_is_refused(tmp_path, data):
+    # 0 in one file and "0" in another would become one class
+    X, y = data
+    (tmp_path / "mix").mkdir()
+    _parquet(tmp_path / "mix" / "a.parquet", _frame(X[:100], y[:100]))
+    _parquet(tmp_path / "mix" / "b.parquet", _frame(X[100:], y[100:].astype(str)))
+    with pytest.raises(InputError, match=r"mix \(b\.parquet\): label column 'label' holds "
+                                         r"\S*string values, but .*a\.parquet\) holds int64"):
+        sources.open_source(tmp_path / "mix", label="label")
+    # categorical text beside plain text, and integers beside floats, are one kind each
+    _parquet(tmp_path / "mix" / "a.parquet",
+             _frame(X[:100], pd.Categorical(y[:100].astype(str))))
+    assert sources.open_source(tmp_path / "mix", label="label").y.compute().shape == (len(y),)
+
+
 def test_float32_is_kept_and_integer_features_become_float64(tmp_path, data):
     X, y = data
     df = pd.DataFrame({"a": X[:, 0].astype(np.float32), "b": X[:, 1].astype(np.float32), "y": y})
