@@ -295,6 +295,10 @@ def _check_extras(path, built):
     if not inp.path and not inp.paths:
         msg = f"{path}: [input] needs 'path' or 'paths'"
         raise InputError(msg)
+    if inp.path and inp.paths:
+        msg = (f"{path}: [input] give either 'path' (one input) or 'paths' (several), not both; "
+               f"got path = {inp.path!r} and paths = {inp.paths!r}")
+        raise InputError(msg)
     for name, values in (("[input] paths", inp.paths), ("[output] input", None)):
         if values is not None and not all(isinstance(v, str) for v in values):
             msg = f"{path}: {name} must be a list of strings; got {values!r}"
@@ -311,6 +315,11 @@ def _check_extras(path, built):
         if out.mode not in _OUTPUT_MODES:
             msg = (f"{path}: [output] mode must be one of {', '.join(map(repr, _OUTPUT_MODES))}; "
                    f"got {out.mode!r}")
+            raise InputError(msg)
+        if out.overwrite and out.mode != "rewrite":
+            msg = (f"{path}: [output] overwrite = true replaces an output in mode = 'rewrite' "
+                   f"only; mode = {out.mode!r} appends to it (or rewrites it past "
+                   "reproject_above_degrees) by itself: drop overwrite")
             raise InputError(msg)
         if out.reproject_above_degrees is not None and out.reproject_above_degrees < 0:
             msg = (f"{path}: [output] reproject_above_degrees must be a non-negative number of "

@@ -147,6 +147,10 @@ def test_incremental_keys(tmp_path):
      r"reproject_above_degrees must be a non-negative"),
     ('[input]\npath = "d"\n[model]\npath = "m"\n[run]\nalert_above_degrees = "high"\n',
      r"\[run\] alert_above_degrees must be a number"),
+    ('[input]\npath = "d"\npaths = ["e"]\n[model]\npath = "m"\n',
+     r"\[input\] give either 'path' \(one input\) or 'paths' \(several\), not both"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o"\nmode = "append"\n'
+     'overwrite = true\n', r"\[output\] overwrite = true replaces an output in mode = 'rewrite' only"),
 ])
 def test_bad_incremental_keys_name_the_key(tmp_path, text, message):
     path = tmp_path / "bad.toml"
