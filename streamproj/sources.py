@@ -318,7 +318,8 @@ def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
     ----------
     paths : str, path-like or iterable of them
         Local paths or fsspec URLs; ``*``, ``?`` and ``[...]`` are patterns
-        (``**`` matches folders at any depth). An HDF5 dataset path after the
+        (``**`` matches folders at any depth), except in a local path that
+        exists as written (``day[1].zarr``). An HDF5 dataset path after the
         file (``day-*.h5:/g/X``) is kept on each match.
     storage_options : dict, optional
         Passed to fsspec for remote URLs (e.g. an S3 endpoint).
@@ -362,6 +363,9 @@ def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
             continue
         if store.is_local(base):
             pattern = os.path.expanduser(_strip_file(base)).rstrip("/")
+            if os.path.lexists(pattern):  # a name that exists as written: "day[1].zarr" is a name
+                found.add(os.path.realpath(pattern) + suffix)
+                continue
             matches = sorted({os.path.realpath(m) for m in _glob.glob(pattern, recursive=True)})
         else:
             fs, pattern = _fs(base, storage_options)

@@ -1,6 +1,7 @@
 """Inputs in every supported format read back the same rows, lazily, chunk by chunk."""
 
 import os
+import shutil
 
 import dask
 import numpy as np
@@ -243,6 +244,10 @@ def test_expand_sorts_deduplicates_and_keeps_the_hdf5_dataset(inputs, tmp_path, 
     assert sources.expand(pattern) == [os.path.realpath(h5.split(":/")[0]) + ":/g/X"]
     with pytest.raises(InputError, match=r"no input matches '.*nothing-\*\.zarr'"):
         sources.expand([str(days / "day-0.parquet"), str(days / "nothing-*.zarr")])
+    # a name with brackets that exists as written is that name, not a pattern
+    shutil.copy(days / "day-0.parquet", days / "day[1].parquet")
+    assert sources.expand(str(days / "day[1].parquet")) == [str(days.resolve() / "day[1].parquet")]
+    assert sources.expand(str(days / "day-[1].parquet")) == [str(days.resolve() / "day-1.parquet")]
 
 
 def test_text_labels_from_parquet_and_csv(tmp_path, data):
