@@ -14,11 +14,17 @@ from .errors import InputError, InvalidParameterError, StreamprojError
 __all__ = ["main"]
 
 
+class _UsageError(Exception):
+    """A command line argparse refused; :func:`main` reports it (exit 2)."""
+
+
 class _Parser(argparse.ArgumentParser):
+    _subcommands: dict = {}  # noqa: RUF012  (the top parser's, set by build_parser)
+
     def error(self, message):
         # One line, as for every other user error (argparse would add the usage block).
-        sys.stderr.write(f"streamproj: error: {message} (see '{self.prog} --help')\n")
-        sys.exit(2)
+        msg = f"{message} (see '{self.prog} --help')"
+        raise _UsageError(msg)
 
 
 def _flag(parameter):
@@ -96,6 +102,7 @@ def build_parser():
     )
     parser.add_argument("--version", action="version", version=f"streamproj {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser._subcommands = sub.choices  # filled in below: the commands, for error reports
 
     p = sub.add_parser("fit", help="summarise INPUT in one pass, solve, and save a model")
     p.add_argument("input", metavar="INPUT", nargs="+", help=INPUTS_HELP)
@@ -421,7 +428,14 @@ def _error(args, message, kind):
 def main(argv=None):
     """Run ``streamproj`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        # (with --json among the arguments, a scheduler logging stdout gets its record too)
+        command = next((a for a in argv if a in parser._subcommands), None)
+        _error(argparse.Namespace(json="--json" in argv, command=command), str(exc), "UsageError")
+        raise SystemExit(2) from None
     if getattr(args, "progress", False) is None and args.command != "run":
         # Progress bars by default only where someone watches (run also consults its config).
         args.progress = sys.stderr.isatty()

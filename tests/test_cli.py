@@ -154,6 +154,16 @@ def test_usage_errors_are_one_line(capsys):
         main(["fit"])
     assert exc.value.code == 2
     one_error_line(capsys)
+    # with --json, one JSON object on stdout as for any other error
+    for argv, command in ((["fit", "d.zarr", "--model", "m", "--json", "--bogus"], "fit"),
+                          (["project", "m", "d.zarr", "--json"], "project")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        out = capsys.readouterr().out
+        report = json.loads(out)
+        assert (report["command"], report["status"], report["exit_code"]) == (command, "error", 2)
+        assert report["error_type"] == "UsageError"
 
 
 def test_run_config_fit_then_update(batches, capsys):
