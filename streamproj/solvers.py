@@ -652,6 +652,10 @@ class QDA:
     squared norm is the Mahalanobis distance, and ``log_det[k]`` is the log
     determinant of the regularised covariance; both are computed in the
     correlation basis, so they keep their digits whatever the features' units.
+    ``mean_residuals[k]`` is what the float64 ``means[k]`` lacks of the exact
+    class mean (see :class:`~streamproj.stats.ClassStats`): ``x - μ_k`` is
+    taken as ``(x - means[k]) - mean_residuals[k]``, exact for x near μ_k far
+    from the origin.
     """
 
     classes: np.ndarray
@@ -661,6 +665,7 @@ class QDA:
     scalings: np.ndarray
     whitening: np.ndarray | None = None
     log_det: np.ndarray | None = None
+    mean_residuals: np.ndarray | None = None
 
 
 def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = None,
@@ -703,7 +708,8 @@ def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = 
         # corr = UᵀU, so (x-μ)ᵀΣ⁻¹(x-μ) = ‖((x-μ)/d) U⁻¹‖².
         whitening[k] = linalg.solve_triangular(upper, np.eye(p)) / scale[:, None]
         log_det[k] = 2.0 * (np.log(scale).sum() + np.log(np.diag(upper)).sum())
-    return QDA(stats.classes, pri, stats.means, rotations, scalings, whitening, log_det)
+    return QDA(stats.classes, pri, stats.means, rotations, scalings, whitening, log_det,
+               stats.mean_residuals)
 
 
 def qda_log_posterior(model: QDA, X: ArrayLike) -> np.ndarray:
@@ -711,11 +717,14 @@ def qda_log_posterior(model: QDA, X: ArrayLike) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     out = np.empty((X.shape[0], model.classes.shape[0]))
     for k in range(model.classes.shape[0]):
+        d = X - model.means[k]
+        if model.mean_residuals is not None:
+            d -= model.mean_residuals[k]
         if model.whitening is not None and model.log_det is not None:
-            z = (X - model.means[k]) @ model.whitening[k]
+            z = d @ model.whitening[k]
             log_det = model.log_det[k]
         else:
-            z = (X - model.means[k]) @ (model.rotations[k] / np.sqrt(model.scalings[k]))
+            z = d @ (model.rotations[k] / np.sqrt(model.scalings[k]))
             log_det = np.sum(np.log(model.scalings[k]))
         out[:, k] = -0.5 * (np.sum(z**2, axis=1) + log_det)
     return out + np.log(model.priors)

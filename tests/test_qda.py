@@ -35,6 +35,18 @@ def test_streaming_qda_equals_sklearn(reg_param, priors):
     np.testing.assert_allclose(two.decision_function(Xb), refb.decision_function(Xb), rtol=1e-7)
 
 
+@pytest.mark.parametrize("offset", [1e6, 1e8])
+def test_qda_far_from_the_origin_keeps_its_digits(offset):
+    # x - μ_k with the float64 mean alone was off by its rounding (decisions 1.8e-8 at 1e8)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 2000)
+    base = rng.normal(size=(2000, 3)) * [0.5, 1.0, 2.0] + 0.5 * y[:, None]
+    X = base + offset  # X - offset is exact (Sterbenz): the reference's rows
+    q, ref = sp.StreamingQDA().fit(X, y), sp.StreamingQDA().fit(X - offset, y)
+    assert np.abs(q.decision_function(X) - ref.decision_function(X - offset)).max() <= 1e-12
+    assert np.abs(q.predict_proba(X) - ref.predict_proba(X - offset)).max() <= 1e-13
+
+
 def test_streaming_qda_partial_fit_on_class_sorted_chunks():
     X, y = _class_sorted(n=600, p=4, k=3, seed=18)
     ref = QuadraticDiscriminantAnalysis().fit(X, y)
