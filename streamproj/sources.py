@@ -665,9 +665,21 @@ def _labels(values, where, label, offset, y_dtype):
     try:
         return values.astype(y_dtype, casting="same_kind" if values.dtype.kind in "fc" else "unsafe")
     except (TypeError, ValueError):
-        msg = (f"{where}: the label {label!r} holds {values.dtype} values from row {offset} on but "
-               f"{y_dtype} before; one source needs one label type")
+        row = _first_not_of(values, y_dtype)
+        msg = (f"{where}: the label {label!r} is {values[row].item()!r} at row {offset + row}, but "
+               f"the labels before it are {y_dtype}; one source needs one label type")
         raise InputError(msg) from None
+
+
+def _first_not_of(values, dtype):
+    """Index of the first value that ``dtype`` cannot hold as it is (0 when none is found)."""
+    for i, value in enumerate(values.tolist()):
+        try:
+            if np.array(value).astype(dtype, casting="unsafe").item() != value:
+                return i
+        except (TypeError, ValueError, OverflowError):
+            return i
+    return 0
 
 
 def _missing(values):
@@ -925,9 +937,12 @@ def _csv_frame(data, first, columns, usecols):
     """Parse one block of CSV bytes (the first holds the header) into a DataFrame."""
     import pandas as pd
 
+    # low_memory=False: one type per column for the whole block (pandas would otherwise infer
+    # types piece by piece and warn "mixed types" on stderr, beside the one error line)
     if first:
-        return pd.read_csv(io.BytesIO(data), usecols=usecols)
-    return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols)
+        return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False)
+    return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
+                       low_memory=False)
 
 
 def _count_csv_rows(data, first, columns):

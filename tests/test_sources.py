@@ -1,6 +1,7 @@
 """Inputs in every supported format read back the same rows, lazily, chunk by chunk."""
 
 import os
+import re
 import shutil
 
 import dask
@@ -10,10 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from conftest import make_classes, write_zarr
+from conftest import make_classes, one_error_line, write_zarr
 
 import streamproj as sp
 from streamproj import sources
+from streamproj.cli import main
 from streamproj.errors import BadValuesError, InputError, StreamprojError
 
 h5py = pytest.importorskip("h5py")
@@ -369,6 +371,29 @@ def test_array_and_variable_errors_list_what_exists(inputs, tmp_path):
     assert text.startswith(f"{inputs['netcdf'][0]} has no variable 'Z' (variables: X, y)")
     text = _error(inputs["xarray-zarr"][0], kind="xarray", features="emb_*", label="target")
     assert "has no label variable 'target' (variables: emb_0" in text
+
+
+def test_a_late_label_of_another_type_in_a_csv_names_its_row(tmp_path, capsys):
+    # one block of 300,000 rows: pandas' piecewise parsing warned "mixed types" on stderr,
+    # and the error named the block's first row, not the label's
+    rng = np.random.default_rng(3)
+    n = 300_000
+    frame = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                          "label": rng.integers(0, 2, n)}).astype({"label": object, "a": object})
+    frame.loc[n - 998, "label"] = 2.5
+    frame.to_csv(tmp_path / "late.csv", index=False)
+    code = main(["fit", str(tmp_path / "late.csv"), "--features", "a,b", "--label", "label",
+                 "--model", str(tmp_path / "m")])
+    assert code == 2
+    assert re.search(rf"the label 'label' is 2\.5 at row {n - 998}, but the labels before it "
+                     "are int64", one_error_line(capsys))
+    frame.loc[n - 998, "label"] = 1
+    frame.loc[n - 5, "a"] = "x"
+    frame.to_csv(tmp_path / "late.csv", index=False)
+    code = main(["fit", str(tmp_path / "late.csv"), "--features", "a,b", "--label", "label",
+                 "--model", str(tmp_path / "m")])
+    assert code == 2
+    assert f"column 'a' holds 'x' at row {n - 5}, not a number" in one_error_line(capsys)
 
 
 def test_bad_values_found_while_reading_name_the_row(tmp_path, data):
