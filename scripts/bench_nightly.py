@@ -107,7 +107,6 @@ n_components = 2
 shrinkage = "{args.shrinkage}"
 [output]
 path = "projection.zarr"
-overwrite = true
 mode = "{args.mode}"
 {"" if args.mode == "append" else f"reproject_above_degrees = {args.reproject_above}"}
 [run]
