@@ -1518,7 +1518,8 @@ def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), option
     if is_local(path):
         folder = _local_path(path)
         if not folder.is_dir():
-            msg = f"no model at {path}"
+            msg = (f"{path} is a file, not a streamproj model directory" if folder.exists()
+                   else f"no model at {path}")
             raise ModelError(msg)
         current = _current_version(folder)
         if current is None:

@@ -70,6 +70,9 @@ def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup
     refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", thesis, "--overwrite",
             match="is not a streamproj model directory")
     (tmp_path / "notes.txt").write_text("a file")
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", tmp_path / "notes.txt", "--overwrite",
+            match="notes.txt is a file, not a streamproj model directory")
+    assert (tmp_path / "notes.txt").read_text() == "a file"
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", tmp_path / "notes.txt",
             "--overwrite", match="is not a streamproj output (it is a file, not a folder)")
     (thesis / "zarr.json").unlink()
