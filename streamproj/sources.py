@@ -665,19 +665,25 @@ def _labels(values, where, label, offset, y_dtype):
     try:
         return values.astype(y_dtype, casting="same_kind" if values.dtype.kind in "fc" else "unsafe")
     except (TypeError, ValueError):
-        row = _first_not_of(values, y_dtype)
-        msg = (f"{where}: the label {label!r} is {values[row].item()!r} at row {offset + row}, but "
+        listed = values.tolist()
+        row = _first_not_of(listed, y_dtype)
+        msg = (f"{where}: the label {label!r} is {listed[row]!r} at row {offset + row}, but "
                f"the labels before it are {y_dtype}; one source needs one label type")
         raise InputError(msg) from None
 
 
 def _first_not_of(values, dtype):
-    """Index of the first value that ``dtype`` cannot hold as it is (0 when none is found)."""
-    for i, value in enumerate(values.tolist()):
+    """Index of the first label ``dtype`` cannot hold (0 when none is found).
+
+    Text that parses as ``dtype`` (a CSV column read as text because of one
+    bad cell holds "0", "1" ...) is held; a number must survive the cast.
+    """
+    for i, value in enumerate(values):
         try:
-            if np.array(value).astype(dtype, casting="unsafe").item() != value:
-                return i
+            held = np.array(value).astype(dtype, casting="unsafe").item()
         except (TypeError, ValueError, OverflowError):
+            return i
+        if not isinstance(value, str | bytes) and held != value:
             return i
     return 0
 

@@ -387,6 +387,12 @@ def test_a_late_label_of_another_type_in_a_csv_names_its_row(tmp_path, capsys):
     assert code == 2
     assert re.search(rf"the label 'label' is 2\.5 at row {n - 998}, but the labels before it "
                      "are int64", one_error_line(capsys))
+    frame.loc[n - 998, "label"] = "cat"  # a word among integers: the column is read as text
+    frame.to_csv(tmp_path / "late.csv", index=False)
+    code = main(["fit", str(tmp_path / "late.csv"), "--features", "a,b", "--label", "label",
+                 "--model", str(tmp_path / "m")])
+    assert code == 2
+    assert f"the label 'label' is 'cat' at row {n - 998}, but" in one_error_line(capsys)
     frame.loc[n - 998, "label"] = 1
     frame.loc[n - 5, "a"] = "x"
     frame.to_csv(tmp_path / "late.csv", index=False)
