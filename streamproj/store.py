@@ -74,6 +74,7 @@ from .validation import check_matrix
 
 __all__ = [
     "MODEL_FORMAT",
+    "OUTPUT_NODES",
     "PROJECTION_NAMES",
     "check_disjoint",
     "check_writable_location",
@@ -714,7 +715,16 @@ def _refuse_foreign(url, why=_NOT_OURS):
 
 
 _CHUNK_NAME = re.compile(r"[0-9]+")
-_V2_CHUNK_NAME = re.compile(r"[0-9]+(\.[0-9]+)*")
+# Chunk files an array node holds directly: v2-style keys ("0.0"), v3 keys with the "."
+# separator ("c.0.0"), and a 0-d array's one chunk ("c").
+_FLAT_CHUNK_NAME = re.compile(r"c|c(\.[0-9]+)+|[0-9]+(\.[0-9]+)*")
+# Every node a streamproj output has held, by group (0.1 wrote "coords", and the decision
+# of every row): a node of another name inside an output is the user's.
+OUTPUT_NODES = {
+    "": frozenset({"projection", "coords", "predicted", "decision", "y", "component", "class",
+                   "frame"}),
+    "frame": frozenset({"stats", "solution"}),
+}
 
 
 def _node_type(folder):
@@ -736,28 +746,32 @@ def _chunk_folder_foreign(folder, rel):
     return None
 
 
-def foreign_inside(dest) -> Path | None:
-    """The first path inside a local Zarr tree that no Zarr writer puts there, or None.
+def foreign_inside(dest, nodes=None) -> Path | None:
+    """The first path inside a local Zarr tree that its writer did not put there, or None.
 
     A group holds its ``zarr.json`` and child nodes (folders with their own
     ``zarr.json``); an array its ``zarr.json`` and its chunks (a ``c`` folder
-    of numbered folders and files, or numbered files as v2-style keys).
-    Anything else (a user's notes, a link, a stray folder at any depth) would
-    be lost with the tree. Returns the path relative to ``dest``.
+    of numbered folders and files, or chunk files named as Zarr names them).
+    ``nodes``: the child names each group may hold, by the group's path
+    (``""`` for the root, e.g. :data:`OUTPUT_NODES`); a group it does not name
+    may hold none. Anything else (a user's notes or array, a link, a stray
+    folder, at any depth) would be lost with the tree. Returns the path
+    relative to ``dest``.
     """
     def node(folder, rel):
         array = _node_type(folder) == "array"
+        allowed = None if nodes is None else nodes.get(rel.as_posix() if rel.parts else "", ())
         for entry in sorted(folder.iterdir()):
             name, here = entry.name, rel / entry.name
             if entry.is_symlink():
                 return here
             if name == "zarr.json" and entry.is_file():
                 continue
-            if entry.is_dir() and (entry / "zarr.json").is_file():
-                found = node(entry, here)
+            if entry.is_dir() and (entry / "zarr.json").is_file() and not array:
+                found = here if allowed is not None and name not in allowed else node(entry, here)
             elif array and name == "c" and entry.is_dir():
                 found = _chunk_folder_foreign(entry, here)
-            elif array and entry.is_file() and _V2_CHUNK_NAME.fullmatch(name):
+            elif array and entry.is_file() and _FLAT_CHUNK_NAME.fullmatch(name):
                 found = None
             else:
                 found = here
@@ -775,7 +789,7 @@ def _refuse_foreign_entries(url, dest):
     anything else (a user's notes, a stray file, at any depth) would be lost
     with the output, so it is named and nothing is touched.
     """
-    found = foreign_inside(dest)
+    found = foreign_inside(dest, OUTPUT_NODES)
     if found is not None:
         msg = (f"{url} is a streamproj output but also holds {found.as_posix()}, which streamproj "
                "did not write; it was left untouched: move that out of it, or choose another output")

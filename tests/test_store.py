@@ -7,6 +7,7 @@ are bit-identical afterwards (a digest of the whole folder before and after).
 import errno
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -113,8 +114,31 @@ def test_overwrite_never_loses_what_a_user_put_inside_an_output(setup, capsys, t
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", out, "--overwrite",
             match="also holds y/c/link,")
     (out / "y" / "c" / "link").unlink()
-    assert store.foreign_inside(out) is None
+    # a Zarr node of the user's: an array beside streamproj's, a group inside the frame
+    group = zarr.open_group(str(out), mode="r+")
+    group.create_array("my_notes", shape=(3,), dtype="f8")[:] = [1.0, 2.0, 3.0]
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", out, "--overwrite",
+            match="also holds my_notes,")
+    del group["my_notes"]
+    zarr.open_group(str(out / "frame"), mode="r+").create_group("extra")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", out, "--overwrite",
+            match="also holds frame/extra,")
+    shutil.rmtree(out / "frame" / "extra")
+    assert store.foreign_inside(out, store.OUTPUT_NODES) is None
     assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
+
+
+def test_every_chunk_layout_zarr_writes_is_its_own(tmp_path):
+    # a 0-d array's one chunk file "c", and keys with the "." separator ("c.0.1")
+    group = zarr.open_group(str(tmp_path / "z.zarr"), mode="w")
+    group.create_array("s", shape=(), dtype="f8")[...] = 1.0
+    dotted = group.create_array("a", shape=(4, 4), chunks=(2, 2), dtype="f8",
+                                chunk_key_encoding={"name": "default", "separator": "."})
+    dotted[:] = 1.0
+    assert (tmp_path / "z.zarr" / "a" / "c.0.1").is_file()
+    assert store.foreign_inside(tmp_path / "z.zarr") is None
+    (tmp_path / "z.zarr" / "a" / "c.0.x").write_text("mine")
+    assert store.foreign_inside(tmp_path / "z.zarr").as_posix() == "a/c.0.x"
 
 
 def test_a_config_pointing_output_at_home_is_refused(setup, capsys, tmp_path, monkeypatch):
