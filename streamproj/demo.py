@@ -46,6 +46,8 @@ def write_coin(path, n_rows, p, chunk_rows=50_000, seed=0, progress=False):
     from tqdm.auto import tqdm
 
     group = zarr.open_group(str(path), mode="w")
+    # described first: a demo stopped while writing leaves data the next demo may replace
+    group.attrs["description"] = f"{_DESCRIPTION}: {n_rows} x {p}, seed {seed}"
     X = group.create_array("X", shape=(n_rows, p), chunks=(chunk_rows, p), dtype="float32",
                            dimension_names=("row", "feature"))
     y = group.create_array("y", shape=(n_rows,), chunks=(chunk_rows,), dtype="int8",
@@ -56,7 +58,6 @@ def write_coin(path, n_rows, p, chunk_rows=50_000, seed=0, progress=False):
         xb, yb = coin_chunk(start, rows, p, seed)
         X[start : start + rows] = xb
         y[start : start + rows] = yb
-    group.attrs["description"] = f"{_DESCRIPTION}: {n_rows} x {p}, seed {seed}"
     return group
 
 
@@ -92,7 +93,7 @@ def check_demo_folder(directory):
     if data.is_symlink() or (data.exists() and not _is_demo_data(data)):
         msg = f"demo {data} exists and is not data an earlier demo wrote; {left}"
         raise OutputExistsError(msg)
-    inside = store.foreign_inside(data) if data.is_dir() else None
+    inside = store.foreign_inside(data, {"": {"X", "y"}}) if data.is_dir() else None
     if inside is not None:
         msg = f"demo {data} also holds {inside.as_posix()}, which the demo did not write; {left}"
         raise OutputExistsError(msg)
@@ -100,8 +101,13 @@ def check_demo_folder(directory):
             model_dir.is_dir() and (store.model_exists(model_dir) or not any(model_dir.iterdir())))):
         msg = f"demo {model_dir} exists and is not a streamproj model directory; {left}"
         raise OutputExistsError(msg)
-    if coords.is_symlink() or store.local_kind(coords) == "foreign":
+    kind = "foreign" if coords.is_symlink() else store.local_kind(coords)
+    if kind == "foreign":
         msg = f"demo {coords} exists and is not a streamproj output; {left}"
+        raise OutputExistsError(msg)
+    inside = store.foreign_inside(coords, store.OUTPUT_NODES) if kind == "streamproj" else None
+    if inside is not None:
+        msg = f"demo {coords} also holds {inside.as_posix()}, which streamproj did not write; {left}"
         raise OutputExistsError(msg)
     for path, what in ((figure, "a PNG"), (view_file, "a streamproj view")):
         if path.is_symlink() or path.is_dir():

@@ -478,6 +478,10 @@ def test_demo_never_replaces_what_it_did_not_write(tmp_path, capsys):
         ("a web page", lambda d: (d / "view.html").write_text("<html>my page</html>"),
          "view.html exists and is not a streamproj view"),
         ("a Zarr store", lambda d: write_zarr(d, X, y), "is a Zarr store"),
+        ("notes inside the demo's projection",
+         lambda d: (main(["demo", str(d), "--rows", "200"]),
+                    (d / "projection.zarr" / "notes.txt").write_text("mine")),
+         "projection.zarr also holds notes.txt"),
     ]
     for i, (taken, make, named) in enumerate(cases):
         folder = tmp_path / f"case{i}"
@@ -488,6 +492,24 @@ def test_demo_never_replaces_what_it_did_not_write(tmp_path, capsys):
         assert main(["demo", str(folder), "--rows", "200"]) == 2, taken
         assert named in one_error_line(capsys), taken
         assert _tree(folder) == before, taken
+    # a demo stopped while writing its data: its folder is still the demo's
+    stopped = tmp_path / "stopped"
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return coin_chunk(*args, **kwargs)
+
+    from streamproj import demo as demo_module
+    from streamproj.demo import coin_chunk
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(demo_module, "coin_chunk", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            demo_module.run_demo(stopped, 400, 4, 100)
+    demo_module.check_demo_folder(stopped)
     link = tmp_path / "linked"
     link.mkdir()
     (link / "data.zarr").symlink_to(tmp_path / "case0" / "data.zarr")
