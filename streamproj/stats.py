@@ -120,6 +120,14 @@ def _label_kind(value):
     return type(value).__name__
 
 
+def _float_holds(integer):
+    """True when float64 holds the Python int ``integer`` exactly (compared as Python ints)."""
+    try:
+        return int(float(integer)) == integer
+    except OverflowError:
+        return False
+
+
 def _object_labels(y, row_offset, yname):
     """An object (or missing-aware string) label array as a plain numpy array of one dtype."""
     values = y.tolist()
@@ -133,9 +141,11 @@ def _object_labels(y, row_offset, yname):
     kinds = {_label_kind(v) for v in values}
     if kinds == {"int", "float"}:  # numbers: as floats, unless that would merge two integers
         for row, value in enumerate(values):
-            if _label_kind(value) == "int" and float(value) != value:
+            if _label_kind(value) == "int" and not _float_holds(int(value)):
+                digits = str(int(value))
+                shown = digits if len(digits) <= 30 else f"{digits[:12]}… ({len(digits)} digits)"
                 msg = (f"{yname} (dtype {y.dtype}) mixes float labels with the integer label "
-                       f"{value} in row {row_offset + row}, which float64 cannot hold exactly; "
+                       f"{shown} in row {row_offset + row}, which float64 cannot hold exactly; "
                        "convert the labels to one type, e.g. y.astype(str)")
                 raise InputError(msg)
         kinds = {"float"}
@@ -1215,7 +1225,8 @@ def _union_classes(a, b):
         raise IncompatibleStatsError(msg) from None
     for side in (a, b):  # e.g. integers beyond 2**53 with floats: two labels would become one
         if side.dtype.kind in "iuf" and classes.dtype != side.dtype:
-            inexact = side.astype(classes.dtype).astype(side.dtype) != side
+            with np.errstate(invalid="ignore"):  # 2**63 - 1 as float64 does not cast back
+                inexact = side.astype(classes.dtype).astype(side.dtype) != side
             if inexact.any():
                 msg = (f"cannot merge labels of dtype {a.dtype} with labels of dtype {b.dtype}: "
                        f"{classes.dtype} cannot hold the label {side[inexact][0]} exactly, so "

@@ -7,6 +7,7 @@ Tolerances: summaries 1e-10 relative to the two-pass reference, coef_ and axes
 import itertools
 import json
 import tracemalloc
+import warnings
 
 import dask.array as da
 import numpy as np
@@ -498,6 +499,11 @@ def test_integers_beyond_float64_are_never_merged_with_float_labels(dtype):
     for a, b in ((big, floats), (floats, big)):  # as float64, two of the classes would be one
         with pytest.raises(IncompatibleStatsError, match="9007199254740993"):
             a + b
+    top = ClassStats.from_rows(X[:4], np.array([np.iinfo(dtype).max, 7] * 2, dtype=dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "invalid value in cast" on the way)
+        with pytest.raises(IncompatibleStatsError, match=str(np.iinfo(dtype).max)):
+            top + floats
     exact = ClassStats.from_rows(X[:4], np.array([2**53, 7] * 2, dtype=dtype)) + floats
     assert exact.classes.tolist() == [0.0, 1.0, 7.0, 2.0**53]
     np.testing.assert_array_equal(exact.counts, [2, 2, 2, 2])
@@ -510,6 +516,12 @@ def test_object_labels_mixing_floats_and_big_integers_are_refused():
         accumulate(X, y)
     ok = accumulate(X, np.array([2**53, 3, 1.5, 3], dtype=object))
     assert ok.classes.tolist() == [1.5, 3.0, 2.0**53]
+    # numpy integers compare exactly too, and an integer beyond float64's range is named
+    numpy_ints = np.array([np.int64(2**53 + 1), np.int64(2**53), 1.5, 2.5], dtype=object)
+    with pytest.raises(InputError, match=r"integer label 9007199254740993 in row 0"):
+        accumulate(X, numpy_ints)
+    with pytest.raises(InputError, match=r"integer label 100000000000… \(401 digits\) in row 0"):
+        accumulate(X, np.array([10**400, 1, 1.5, 2.5], dtype=object))
 
 
 # ------------------------------------------------------- 6. memory of in-memory input
