@@ -32,7 +32,9 @@ output. Example::
     mode = "auto"               # "rewrite" (default), "append" or "auto"
     reproject_above_degrees = 1.0  # append/auto: rewrite when the model moved more
     decision = true             # optional: write decision (default: when K <= 16)
-    overwrite = true            # rewrite mode: replace an existing output
+    overwrite = true            # rewrite mode: replace an existing output (append and
+                                # auto replace it by themselves when they rewrite it, so
+                                # there it only lets the first write fill an empty folder)
 
     [dask]
     scheduler = "tcp://10.0.0.5:8786"   # optional: a dask.distributed scheduler
@@ -315,11 +317,6 @@ def _check_extras(path, built):
         if out.mode not in _OUTPUT_MODES:
             msg = (f"{path}: [output] mode must be one of {', '.join(map(repr, _OUTPUT_MODES))}; "
                    f"got {out.mode!r}")
-            raise InputError(msg)
-        if out.overwrite and out.mode != "rewrite":
-            msg = (f"{path}: [output] overwrite = true replaces an output in mode = 'rewrite' "
-                   f"only; mode = {out.mode!r} appends to it (or rewrites it past "
-                   "reproject_above_degrees) by itself: drop overwrite")
             raise InputError(msg)
         if out.reproject_above_degrees is not None and out.reproject_above_degrees < 0:
             msg = (f"{path}: [output] reproject_above_degrees must be a non-negative number of "

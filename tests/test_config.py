@@ -134,6 +134,10 @@ def test_incremental_keys(tmp_path):
     assert (config.output.mode, config.output.reproject_above_degrees) == ("auto", 0.5)
     assert config.run.alert_above_degrees == 2
     assert load_config(CONFIGS / "nightly.toml").output.mode == "auto"
+    # overwrite beside an append or auto mode, as the module's example has it, still loads
+    path.write_text('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o"\n'
+                    'mode = "auto"\noverwrite = true\n')
+    assert load_config(path).output.overwrite
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -149,8 +153,6 @@ def test_incremental_keys(tmp_path):
      r"\[run\] alert_above_degrees must be a number"),
     ('[input]\npath = "d"\npaths = ["e"]\n[model]\npath = "m"\n',
      r"\[input\] give either 'path' \(one input\) or 'paths' \(several\), not both"),
-    ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o"\nmode = "append"\n'
-     'overwrite = true\n', r"\[output\] overwrite = true replaces an output in mode = 'rewrite' only"),
 ])
 def test_bad_incremental_keys_name_the_key(tmp_path, text, message):
     path = tmp_path / "bad.toml"
