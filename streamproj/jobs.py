@@ -575,13 +575,15 @@ def _verify_rows(model, src, entry, progress):
     """Re-read every merged row range and check it summarises exactly as when it was merged.
 
     Pass 1 is deterministic for a given chunking (a fixed merge tree, one BLAS
-    thread per task), so an unchanged range gives the same fingerprint bit for bit.
+    thread per task), so an unchanged range gives the same fingerprint bit for
+    bit. It reads the rows as the merge did (a bfloat16 model's uint16 bits as
+    bfloat16).
     """
     for batch in entry.get("batches", []):
         a, b = batch["start"], batch["stop"]
         with _context(src.names[0]):
             again = accumulate(src.X[a:b], src.y[a:b], model.summary_detail(), progress=progress,
-                               row_offset=a, names=src.names)
+                               row_offset=a, names=src.names, bfloat16=model.bfloat16)
         if again.fingerprint() != batch["fingerprint"]:
             msg = (f"rows {a}..{b - 1} of {src.names[0]} (merged on {entry['merged']}) have changed "
                    "since; refit the model from its sources")

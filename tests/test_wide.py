@@ -4,6 +4,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+import zarr
 from conftest import make_classes, offset_classes, one_error_line, two_pass, write_zarr
 
 import streamproj as sp
@@ -194,10 +195,13 @@ def test_bfloat16_through_the_command_line(tmp_path, capsys):
     assert model.bfloat16
     ref = sp.BoundaryProjector().fit(bfloat16_to_float32(bits), y)
     np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-10)
-    import zarr
-
     coords = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")["projection"][:]
     np.testing.assert_allclose(coords, ref.transform(bfloat16_to_float32(bits)), atol=1e-9)
+    # --verify re-reads the merged rows as bfloat16, as the merge read them
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "in.zarr"), "--verify"]) == 0
+    zarr.open_group(str(tmp_path / "in.zarr"), mode="r+")["X"][450, 2] = bits[450, 2] + 1
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "in.zarr"), "--verify"]) == 2
+    assert "have changed since" in capsys.readouterr().err
 
 
 # -------------------------------------------------------------- memory plan
