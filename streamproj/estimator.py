@@ -115,8 +115,11 @@ def _short_list(names, most=6):
 
 def _check_boundary_classes(given, classes):
     """Refuse data holding a class the boundary does not know (its classes name its rows)."""
-    known = set(np.asarray(given).tolist())
-    unknown = [c for c in classes.tolist() if c not in known]
+    def text(label):  # bytes labels (HDF5, fixed-width Zarr) against a classifier's str classes
+        return label.decode("utf-8", "replace") if isinstance(label, bytes) else label
+
+    known = {text(c) for c in np.asarray(given).tolist()}
+    unknown = [c for c in classes.tolist() if text(c) not in known]
     if unknown:
         msg = (f"the data hold the class {unknown[0]!r}, which the boundary's classes "
                f"{sorted(known, key=str)[:6]} do not include; give the boundary of a classifier "

@@ -157,6 +157,9 @@ def test_data_with_a_class_the_boundary_does_not_know_are_refused(tmp_path, caps
         sp.BoundaryProjector(boundary=named).fit(X, y)
     m = sp.BoundaryProjector(boundary=named).fit(X, np.where(y == 1, "b", "a"))
     assert m.classes_.tolist() == ["a", "b"]
+    # bytes labels, as HDF5 and fixed-width Zarr give them, are the classifier's strings
+    m = sp.BoundaryProjector(boundary=named).fit(X, np.where(y == 1, "b", "a").astype("S1"))
+    np.testing.assert_array_equal(m.predict(X), named.predict(X))
     # on the command line: one line, exit 2, no model written
     write_zarr(tmp_path / "d.zarr", X, y)
     (tmp_path / "b.json").write_text(json.dumps({"coef": [[1.0, 0, 0, 0]], "intercept": [-0.5],
