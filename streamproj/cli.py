@@ -434,7 +434,8 @@ def main(argv=None):
     except _UsageError as exc:
         # (with --json among the arguments, a scheduler logging stdout gets its record too)
         command = next((a for a in argv if a in parser._subcommands), None)
-        _error(argparse.Namespace(json="--json" in argv, command=command), str(exc), "UsageError")
+        wants_json = any(len(a) > 3 and "--json".startswith(a) for a in argv)  # or --js, --jso
+        _error(argparse.Namespace(json=wants_json, command=command), str(exc), "UsageError")
         raise SystemExit(2) from None
     if getattr(args, "progress", False) is None and args.command != "run":
         # Progress bars by default only where someone watches (run also consults its config).

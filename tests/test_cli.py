@@ -156,7 +156,8 @@ def test_usage_errors_are_one_line(capsys):
     one_error_line(capsys)
     # with --json, one JSON object on stdout as for any other error
     for argv, command in ((["fit", "d.zarr", "--model", "m", "--json", "--bogus"], "fit"),
-                          (["project", "m", "d.zarr", "--json"], "project")):
+                          (["project", "m", "d.zarr", "--json"], "project"),
+                          (["fit", "d.zarr", "--js"], "fit")):  # argparse takes abbreviations
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
