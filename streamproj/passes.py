@@ -54,22 +54,17 @@ _MERGE_FAN_IN = 4
 _WIDE_SUMMARY_BYTES = 32 * 2**20
 
 
-def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None, after=None):
+def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None):
     """One chunk's summary, or the user error it raised (reported after the merge).
 
     Errors travel up the merge tree in row order, so the one raised names the
     first bad row of the whole array, whichever chunk failed first in time.
-    ``after``: a task this one waits for (its value is not used).
     """
     try:
         return partial_summary(X, y, detail, row_offset=offset, names=names,
                                bfloat16=bfloat16, max_bytes=budget)
     except StreamprojError as exc:
         return exc
-
-
-def _after(_):
-    """Nothing: a task that only orders others (see :func:`summary_graph`'s fold)."""
 
 
 def _merge_all(*parts, budget=None):
@@ -216,32 +211,25 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     token = tokenize(X, y, detail, row_offset, names, budget, bfloat16)
     xs = X.to_delayed(optimize_graph=False).ravel()
     ys = y.to_delayed(optimize_graph=False).ravel()
-    chunks = list(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
-
-    def chunk(i, after=None):
-        xb, yb, off = chunks[i]
-        return dask.delayed(_chunk_stats, pure=True)(
-            xb, yb, detail, row_offset + off, names, bfloat16, budget, after=after,
-            dask_key_name=f"streamproj-summary-{token}-{i}")
-
+    parts = [
+        dask.delayed(_chunk_stats, pure=True)(
+            xb, yb, detail, row_offset + off, names, bfloat16, budget,
+            dask_key_name=f"streamproj-summary-{token}-{i}"
+        )
+        for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))
+    ]
     # (from p and the detail alone, never the classes expected: those differ between a fit, an
     # update and --verify of the same rows, which must all merge them in the same order)
     if summary_nbytes(X.shape[1], 2, detail) > _WIDE_SUMMARY_BYTES:
         # Wide: a fold in row order. Each chunk's summary is merged into the running total
         # (in its memory) as soon as the chunks before it are, so only the summaries of the
         # chunks in flight wait; a tree kept one partial per level besides (at 100k x 4,096
-        # float16 pass 1 peaked at 1,156 MB with a fan-in-2 tree, 914 MB folded). Chunk i
-        # starts only once chunk i - 2 is in the total, so a chunk finished before the one
-        # ahead of it never waits beside a third: the total and two partials at most.
-        totals = [chunk(0)]
-        for i in range(1, len(chunks)):
-            gate = None if i < 2 else dask.delayed(_after, pure=True)(
-                totals[i - 2], dask_key_name=f"streamproj-gate-{token}-{i}")
-            totals.append(dask.delayed(_merge_all, pure=True)(
-                totals[-1], chunk(i, gate), budget=budget,
-                dask_key_name=f"streamproj-merge-{token}-fold-{i}"))
-        return totals[-1], len(chunks)
-    parts = [chunk(i) for i in range(len(chunks))]
+        # float16 pass 1 peaked at 1,156 MB with a fan-in-2 tree, 914 MB folded).
+        total = parts[0]
+        for i, part in enumerate(parts[1:], start=1):
+            total = dask.delayed(_merge_all, pure=True)(
+                total, part, budget=budget, dask_key_name=f"streamproj-merge-{token}-fold-{i}")
+        return total, len(xs)
     level = 0
     while len(parts) > 1:
         parts = [

@@ -66,40 +66,6 @@ def test_pass_one_folded_matches_the_in_memory_summary(chunk_rows, monkeypatch):
     np.testing.assert_allclose(got.within, whole.within, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("workers", [2, 3, 4])
-def test_the_fold_starts_a_chunk_only_once_the_one_two_before_is_in_the_total(workers, monkeypatch):
-    # at most the total and two partials at a time, however unevenly the chunks take
-    import threading
-    import time
-
-    monkeypatch.setattr(passes, "_WIDE_SUMMARY_BYTES", 0)
-    events, lock, rng = [], threading.Lock(), np.random.default_rng(61)
-    delays = rng.uniform(0, 0.02, size=40)
-    chunk_stats, merge_all = passes._chunk_stats, passes._merge_all
-
-    def slow_chunk(X, y, detail, offset, *args, **kwargs):
-        with lock:
-            events.append(("start", offset // 10))
-        time.sleep(delays[offset // 10])
-        return chunk_stats(X, y, detail, offset, *args, **kwargs)
-
-    def merge(*parts, **kwargs):
-        total = merge_all(*parts, **kwargs)
-        with lock:
-            events.append(("merged", total.n_samples // 10 - 1))
-        return total
-
-    monkeypatch.setattr(passes, "_chunk_stats", slow_chunk)
-    monkeypatch.setattr(passes, "_merge_all", merge)
-    X, y = make_classes(n=400, p=3, seed=62)
-    with dask.config.set(num_workers=workers):
-        got = accumulate(X, y, chunk_rows=10)
-    assert got.n_samples == 400
-    when = {event: i for i, event in enumerate(events)}
-    for i in range(3, 40):  # (chunk 0 is the first total itself: no merge to wait for)
-        assert when[("start", i)] > when[("merged", i - 2)], (i, events)
-
-
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
 def test_pass_one_names_the_first_bad_row_whichever_thread_fails_first(workers, merge_order):
     # chunks run on several threads: a chunk that fails later in time may hold the earlier row
