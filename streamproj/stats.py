@@ -1216,6 +1216,11 @@ def _union_classes(a, b):
             f"({a[:3].tolist()} vs {b[:3].tolist()})"
         )
         raise IncompatibleStatsError(msg)
+    if (a.dtype.kind == "b") != (b.dtype.kind == "b"):  # numpy would make True the class 1
+        msg = (f"cannot merge boolean labels with labels of dtype "
+               f"{(b if a.dtype.kind == 'b' else a).dtype} ({a[:3].tolist()} vs {b[:3].tolist()}); "
+               "convert the labels to one type")
+        raise IncompatibleStatsError(msg)
     if {a.dtype.kind, b.dtype.kind} == {"i", "u"}:
         a, b = _common_integers(a, b)
     try:

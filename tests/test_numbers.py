@@ -509,6 +509,18 @@ def test_integers_beyond_float64_are_never_merged_with_float_labels(dtype):
     np.testing.assert_array_equal(exact.counts, [2, 2, 2, 2])
 
 
+def test_boolean_labels_never_merge_with_numbers():
+    # numpy's union would make True the class 1 (and False the class 0)
+    X = np.random.default_rng(25).normal(size=(8, 2))
+    flags = ClassStats.from_rows(X[:4], np.array([True, False] * 2))
+    ints = ClassStats.from_rows(X[4:], np.array([1, 2] * 2))
+    for a, b in ((flags, ints), (ints, flags)):
+        with pytest.raises(IncompatibleStatsError, match="cannot merge boolean labels with labels "
+                                                         "of dtype int64"):
+            a + b
+    assert (flags + flags).classes.tolist() == [False, True]
+
+
 def test_object_labels_mixing_floats_and_big_integers_are_refused():
     X = np.zeros((4, 2))
     y = np.array([2**53, 2**53 + 1, 1.0, 2**53], dtype=object)
