@@ -18,7 +18,7 @@ import zarr
 from . import jobs, solvers, store
 from .errors import OutputExistsError
 from .estimator import load
-from .plot import VIEW_MARKER
+from .plot import is_view
 
 __all__ = ["check_demo_folder", "coin_chunk", "describe", "run_demo", "write_coin"]
 
@@ -116,7 +116,7 @@ def check_demo_folder(directory):
         if path.exists():
             with open(path, "rb") as f:
                 head = f.read(1024)
-            ours = head.startswith(b"\x89PNG") if path.suffix == ".png" else VIEW_MARKER in head
+            ours = head.startswith(b"\x89PNG") if path.suffix == ".png" else is_view(head)
             if not ours:
                 msg = f"demo {path} exists and is not {what}; {left}"
                 raise OutputExistsError(msg)

@@ -492,6 +492,15 @@ def test_demo_never_replaces_what_it_did_not_write(tmp_path, capsys):
         assert main(["demo", str(folder), "--rows", "200"]) == 2, taken
         assert named in one_error_line(capsys), taken
         assert _tree(folder) == before, taken
+    # a view written before the generator mark (its title says what it is) is the demo's too
+    old_view = tmp_path / "old-view"
+    old_view.mkdir()
+    (old_view / "view.html").write_text("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+                                        "<meta charset=\"utf-8\">\n<title>Boundary-preserving "
+                                        "projection of data.zarr</title>")
+    from streamproj.demo import check_demo_folder
+
+    check_demo_folder(old_view)
     # a demo stopped while writing its data: its folder is still the demo's
     stopped = tmp_path / "stopped"
     calls = []

@@ -27,6 +27,7 @@ __all__ = [
     "check_plot_options",
     "coordinates",
     "draw_output",
+    "is_view",
     "plot_output",
     "plot_projection",
     "plot_stored",
@@ -211,6 +212,8 @@ def plot_stored(out, figure, model_path=None, **options):
 _IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"\xff\xd8\xff", b"%!PS", b"II*\x00", b"MM\x00*")
 # The HTML view names its maker near its top (view/template.html); other HTML is the user's.
 VIEW_MARKER = b'<meta name="generator" content="streamproj view">'
+# Views written before the marker (2026-11-24) are known by their title.
+_OLD_VIEW_TITLE = b"<title>Boundary-preserving projection of "
 # The file types plot writes, by the name's ending (matplotlib's, and the HTML view).
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".eps",
                    ".ps", ".html", ".htm")
@@ -222,7 +225,12 @@ def _is_ours(head):
     """True for the start of a file plot may replace: an image, or a view it wrote."""
     if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
         return True
-    return VIEW_MARKER in head
+    return is_view(head)
+
+
+def is_view(head):
+    """True for the first kilobyte of an HTML view streamproj wrote (of any version)."""
+    return VIEW_MARKER in head or _OLD_VIEW_TITLE in head
 
 
 def check_plot_options(figure, size=None, **static_only):
