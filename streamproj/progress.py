@@ -66,13 +66,16 @@ def compute_with_progress(*objects: Any, progress: bool = False, prefix: str = "
     for the same cores (measured: 6 core-seconds instead of 3 for pass 1 on
     2M x 100 rows), so BLAS gets one thread per Dask thread for the duration
     of the compute (threadpoolctl's limit is process-wide, so it is scoped to
-    the compute and restored after). Distributed workers get the same setting
-    from their nanny (``OPENBLAS_NUM_THREADS=1``, Dask's default), and the
-    client's own BLAS is left alone.
+    the compute and restored after). Distributed workers in their own
+    processes get the same setting from their nanny (``OPENBLAS_NUM_THREADS=1``,
+    Dask's default); workers in this process (``processes=False``) get it from
+    the same limit, which a client holds for its compute too: with two BLAS
+    threads their products differed in the last bit, and ``update --verify``
+    compares pass 1's bits.
     """
     client = _distributed_client()
-    if client is None:
-        with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"):
+        if client is None:
             if not progress:
                 return dask.compute(*objects, optimize_graph=optimize_graph)
             # Given to this compute only (not the global ``with callback:``), so two
@@ -80,9 +83,9 @@ def compute_with_progress(*objects: Any, progress: bool = False, prefix: str = "
             bar = _LocalChunkBar(prefix, total, desc)
             return dask.compute(*objects, optimize_graph=optimize_graph,
                                 callbacks=[*Callback.active, normalize_callback(bar)])
-    if not progress:
-        return dask.compute(*objects, optimize_graph=optimize_graph)
-    return _compute_on_client(client, objects, prefix, total, desc, optimize_graph)
+        if not progress:
+            return dask.compute(*objects, optimize_graph=optimize_graph)
+        return _compute_on_client(client, objects, prefix, total, desc, optimize_graph)
 
 
 def _open_bar(total, desc):
