@@ -662,6 +662,17 @@ def _labels(values, where, label, offset, y_dtype):
     values = np.asarray(values)
     if y_dtype.kind == "O":
         return values.astype(str).astype(object) if values.dtype != object else values
+    if values.dtype.kind in "iu" and y_dtype.kind == "f":
+        # integer labels read as floats (other files of the source hold floats): two
+        # integers float64 cannot tell apart would become one class
+        with np.errstate(invalid="ignore"):
+            inexact = np.flatnonzero(values.astype(y_dtype).astype(values.dtype) != values)
+        if inexact.size:
+            row = int(inexact[0])
+            msg = (f"{where}: the label {label!r} is {values[row]} at row {offset + row}, which "
+                   f"{y_dtype} (the labels' type across the source, some of them floats) cannot "
+                   "hold exactly; give the labels one type")
+            raise InputError(msg)
     try:
         return values.astype(y_dtype, casting="same_kind" if values.dtype.kind in "fc" else "unsafe")
     except (TypeError, ValueError):

@@ -277,6 +277,17 @@ def test_a_parquet_folder_mixing_number_and_text_labels_is_refused(tmp_path, dat
     with pytest.raises(InputError, match=r"mix \(b\.parquet\): label column 'label' holds "
                                          r"\S*string values, but .*a\.parquet\) holds int64"):
         sources.open_source(tmp_path / "mix", label="label")
+    # integers beside floats are one kind, but not integers float64 cannot hold
+    _parquet(tmp_path / "mix" / "a.parquet", _frame(X[:100], y[:100] + 2**53))
+    _parquet(tmp_path / "mix" / "b.parquet", _frame(X[100:], y[100:].astype(float)))
+    src = sources.open_source(tmp_path / "mix", label="label")
+    first_odd = int(np.flatnonzero(y[:100] == 1)[0])
+    with pytest.raises(InputError, match=rf"mix: the label 'label' is 9007199254740993 at row "
+                                         rf"{first_odd}, which float64"):
+        sp.accumulate(src.X, src.y, names=src.names)
+    _parquet(tmp_path / "mix" / "a.parquet", _frame(X[:100], y[:100]))
+    assert sources.open_source(tmp_path / "mix", label="label").y.compute().dtype == np.float64
+    _parquet(tmp_path / "mix" / "b.parquet", _frame(X[100:], y[100:].astype(str)))
     # categorical text beside plain text, and integers beside floats, are one kind each
     _parquet(tmp_path / "mix" / "a.parquet",
              _frame(X[:100], pd.Categorical(y[:100].astype(str))))
