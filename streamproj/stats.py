@@ -635,10 +635,23 @@ def finish_partial(stats: ClassStats) -> ClassStats:
         for j0, j1, view in _upper_blocks(within, p):
             full[:j1, j0:j1] = view
         within = full
-    elif not within.flags.writeable:  # e.g. received from a dask.distributed worker
-        within = np.array(within, order="F")
-    stats.within = _symmetric_update(within, p)
+    stats.within = _symmetric_update(_writable(within), p)
     return stats
+
+
+def _writable(within):
+    """A partial's scatter, or a copy of it where its memory is read-only.
+
+    A partial received from a dask.distributed worker may be; pass 1 otherwise
+    writes its sums into the memory it has.
+    """
+    if isinstance(within, _UpperPanels):
+        if within.buffer.flags.writeable:
+            return within
+        copy = within.restricted(within.n)
+        copy.buffer = within.buffer.copy()
+        return copy
+    return within if within.flags.writeable else np.array(within, order="F")
 
 
 def _two_sum(a, b):
@@ -800,13 +813,19 @@ def gram_buffer(width):
 
 
 def _panel_bounds(q):
+    """``[j0, j1)`` of each ``_GRAM_PANEL``-column panel of q columns."""
     return [(j0, min(j0 + _GRAM_PANEL, q)) for j0 in range(0, q, _GRAM_PANEL)]
+
+
+def _panel_sizes(q):
+    """Values each panel of a q×q upper triangle holds (rows ``[0, j1)`` of its columns)."""
+    return [j1 * (j1 - j0) for j0, j1 in _panel_bounds(q)]
 
 
 def _product_nbytes(p, width):
     """Bytes of a chunk's Gram product of ``width`` columns (p features, see :func:`_pooled_moments`)."""
     if p >= _PANEL_MIN_WIDTH:  # the upper triangle in panels
-        return 8 * sum(j1 * (j1 - j0) for j0, j1 in _panel_bounds(width))
+        return 8 * sum(_panel_sizes(width))
     return 8 * width * width
 
 
@@ -824,7 +843,7 @@ class _UpperPanels:
     def __init__(self, q, n=None):
         self.n = q if n is None else n
         self.bounds = _panel_bounds(q)
-        self.starts = np.cumsum([0] + [j1 * (j1 - j0) for j0, j1 in self.bounds]).tolist()
+        self.starts = np.cumsum([0, *_panel_sizes(q)]).tolist()
         self.buffer = np.zeros(self.starts[-1])
 
     @property
@@ -856,8 +875,7 @@ def _upper_blocks(matrix, p):
     ``matrix`` is an array (its ``[:p, :p]``) or :class:`_UpperPanels`; the
     blocks are the same ``_GRAM_PANEL`` columns either way.
     """
-    for k, j0 in enumerate(range(0, p, _GRAM_PANEL)):
-        j1 = min(j0 + _GRAM_PANEL, p)
+    for k, (j0, j1) in enumerate(_panel_bounds(p)):
         if isinstance(matrix, _UpperPanels):
             yield j0, j1, matrix.panel(k)[:j1, : j1 - j0]
         else:
@@ -888,8 +906,7 @@ def _add_gram(product, block, buffer):
     if q < _PANEL_MIN_WIDTH:
         product += block.T @ block
         return
-    for k, j0 in enumerate(range(0, q, _GRAM_PANEL)):
-        j1 = min(j0 + _GRAM_PANEL, q)
+    for k, (j0, j1) in enumerate(_panel_bounds(q)):
         # Fortran order: the add below then reads and writes whole columns.
         out = buffer[: j1 * (j1 - j0)].reshape((j1, j1 - j0), order="F")
         np.matmul(block[:, :j1].T, block[:, j0:j1], out=out)
@@ -1286,12 +1303,7 @@ def _merge(a, b, partial=False):
     # a.within + b.within plus the between-halves term, made symmetric in place (no p×p temporary)
     left = (delta * weight[:, None]).T
     if partial:  # the upper triangles only, in a's memory where it may be written
-        within = a.within
-        if isinstance(within, _UpperPanels) and not within.buffer.flags.writeable:
-            within = within.restricted(p)  # e.g. received from a dask.distributed worker
-            within.buffer = within.buffer.copy()
-        elif not isinstance(within, _UpperPanels) and not within.flags.writeable:
-            within = np.array(within, order="F")
+        within = _writable(a.within)
         for (_, _, mine), (_, _, theirs) in zip(_upper_blocks(within, p),
                                                 _upper_blocks(b.within, p), strict=True):
             mine += theirs
