@@ -543,8 +543,7 @@ def _boundary_directions(stats, cov, centred_coef):
     problem; ``Qᵀ S_B Q`` from the K class deviations, so no p×p array).
     """
     u, sv, _ = np.linalg.svd(centred_coef.T, full_matrices=False)
-    rank = int(np.sum(sv > sv[0] * max(centred_coef.shape) * _EPS)) if sv[0] > 0 else 0
-    Q = u[:, :rank]
+    Q = u[:, :_numerical_rank(sv, centred_coef.shape)]
     along = stats.mean_deviations() @ Q  # (K, r)
     between = (along * (stats.counts / stats.n_samples)[:, None]).T @ along
     inner = Q.T @ cov @ Q
@@ -773,8 +772,13 @@ def boundary_basis(coef: ArrayLike, directions: np.ndarray | None = None) -> np.
         return _orthonormal_columns(directions[:, :rank_max])
     centred = coef - coef.mean(axis=0)
     _, s, vt = np.linalg.svd(centred, full_matrices=False)
-    rank = int(np.sum(s > s[0] * max(coef.shape) * _EPS)) if s[0] > 0 else 0
-    return _flip_signs(vt[:rank].T)
+    return _flip_signs(vt[:_numerical_rank(s, coef.shape)].T)
+
+
+def _numerical_rank(singular_values, shape):
+    """How many singular values (decreasing) of a matrix of ``shape`` are above its rounding."""
+    top = singular_values[0]
+    return int(np.sum(singular_values > top * max(shape) * _EPS)) if top > 0 else 0
 
 
 def _flip_signs(V):
