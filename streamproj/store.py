@@ -111,6 +111,8 @@ MODEL_FORMAT_VERSION = 1
 OUTPUT_FORMAT = "streamproj-output"
 #: Names of an output's coordinates array: the contract's first; 0.1 wrote ``coords``.
 PROJECTION_NAMES = ("projection", "coords")
+# The output's subgroup holding the model it was projected with (write_output_frame).
+_FRAME = "frame"
 _CURRENT = "CURRENT"
 _VERSION = re.compile(r"^v\d{6}$")
 _OUT_VERSION = re.compile(r"^v\d{14}-[0-9a-f]{8}$")
@@ -721,9 +723,8 @@ _FLAT_CHUNK_NAME = re.compile(r"c|c(\.[0-9]+)+|[0-9]+(\.[0-9]+)*")
 # Every node a streamproj output has held, by group (0.1 wrote "coords", and the decision
 # of every row): a node of another name inside an output is the user's.
 OUTPUT_NODES = {
-    "": frozenset({"projection", "coords", "predicted", "decision", "y", "component", "class",
-                   "frame"}),
-    "frame": frozenset({"stats", "solution"}),
+    "": frozenset({*PROJECTION_NAMES, "predicted", "decision", "y", "component", "class", _FRAME}),
+    _FRAME: frozenset({"stats", "solution"}),
 }
 
 
@@ -1666,7 +1667,6 @@ def read_summaries(path, version=None):
 
 
 # ------------------------------------------------------- output frames
-_FRAME = "frame"
 _FRAME_CHUNK = 2**20
 
 
