@@ -29,15 +29,21 @@ def assert_close_to_reference(stats, ref, tol=1e-10):
 
 
 # ------------------------------------------------------------------ the kernel
+def small_panels(monkeypatch):
+    """Send p = 7 down the wide path: panels of 3 columns (a ragged last one), several
+    finishing column blocks."""
+    monkeypatch.setattr(stats_module, "_PANEL_MIN_WIDTH", 2)
+    monkeypatch.setattr(stats_module, "_GRAM_PANEL", 3)
+    monkeypatch.setattr(stats_module, "_FINISH_COLUMNS", 3)
+
+
 @pytest.mark.parametrize(("k", "separation"), [(2, 0.5), (3, 50.0), (80, 50.0)])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_in_place_panel_kernel_matches_the_two_pass_reference(monkeypatch, k, separation, order):
     # a narrow threshold sends these small chunks down the wide (column panel) path, with
     # a shared shift, per-class shifts, and the sorted class sums of many classes; panels of
     # 3 columns leave a ragged last panel
-    monkeypatch.setattr(stats_module, "_PANEL_MIN_WIDTH", 2)
-    monkeypatch.setattr(stats_module, "_GRAM_PANEL", 3)
-    monkeypatch.setattr(stats_module, "_FINISH_COLUMNS", 3)  # several finishing column blocks
+    small_panels(monkeypatch)
     X, y = offset_classes(n=3000, p=7, k=k, offset=3e5, seed=3, separation=separation)
     X = np.asarray(X, order=order)
     s = ClassStats.from_rows(X, y)
@@ -56,13 +62,6 @@ def test_real_width_takes_the_panel_path_and_merges_stay_exact():
 
 
 # ------------------------------------------------------ pass 1's partials
-def small_panels(monkeypatch, width=3):
-    """Send p = 7 down the wide path: partials in panels of ``width`` columns (a ragged last one)."""
-    monkeypatch.setattr(stats_module, "_PANEL_MIN_WIDTH", 2)
-    monkeypatch.setattr(stats_module, "_GRAM_PANEL", width)
-    monkeypatch.setattr(stats_module, "_FINISH_COLUMNS", width)
-
-
 @pytest.mark.parametrize("k", [1, 3, 80])
 def test_partials_kept_in_panels_merge_exactly(monkeypatch, k):
     # sorted labels: the 37-row chunks hold different classes, so their one-hot products
