@@ -402,3 +402,58 @@ def test_a_rewrite_that_cannot_read_a_held_source_is_refused_untouched(days):
                            reproject_above=0.0)
     assert tree(d / "o.zarr") == before
     assert leftovers(d) == []
+
+
+def test_project_reads_each_chunk_once_with_the_fingerprint_it_records(days, monkeypatch):
+    """The edge rows of the fingerprint come from the pass's own reads, and match a fresh one."""
+    d, X, _y = days
+    src = d / "day-0.zarr"
+    jobs.fit_model(str(src), d / "m")
+    monkeypatch.setattr(sources, "FINGERPRINT_ROWS", 10)
+    reads = _count_reads(monkeypatch, X.shape[1])
+    report = jobs.project_model(d / "m", [str(src)], d / "o.zarr")
+    monkeypatch.undo()
+    assert {k[1]: v for k, v in reads.items() if k[1] is not None} == {
+        0: 1, 70: 1, 140: 1, 210: 1, 280: 1}
+    monkeypatch.setattr(sources, "FINGERPRINT_ROWS", 10)
+    fresh = sources.open_source(str(src)).fingerprint()
+    (entry,) = store.open_output(d / "o.zarr").attrs["streamproj"]["sources"]
+    assert entry["fingerprint"] == fresh
+    # the model id in the attributes, the frame and the report is the model's own
+    model = sp.load(d / "m")
+    out = store.open_output(d / "o.zarr")
+    assert out.attrs["streamproj"]["model_id"] == report["model_id"] == model.model_id_
+    assert frame_of(d / "o.zarr").model_id_ == model.model_id_
+
+
+@pytest.mark.parametrize("fails", ["pass", "frame"])
+def test_a_failure_beside_the_frame_writer_leaves_nothing(days, monkeypatch, fails):
+    """The frame is written in a side thread: whichever side fails, nothing is left behind."""
+    import threading
+    import time
+
+    d, _X, _y = days
+    jobs.fit_model(str(d / "day-0.zarr"), d / "m")
+    frame_started, original = threading.Event(), store.write_output_frame
+
+    def slow_frame(group, record):
+        frame_started.set()
+        if fails == "frame":
+            msg = "output o.zarr: no space left on device (injected)"
+            raise store.StorageError(msg)
+        time.sleep(0.3)  # still writing when the pass has failed
+        original(group, record)
+
+    def failing(*args, **kwargs):
+        frame_started.wait(5)
+        msg = "row 3 of day-0.zarr is bad (injected)"
+        raise sp.errors.InputError(msg)
+
+    monkeypatch.setattr(store, "write_output_frame", slow_frame)
+    if fails == "pass":
+        monkeypatch.setattr(jobs, "compute_with_progress", failing)
+    error = store.StorageError if fails == "frame" else sp.errors.InputError
+    with pytest.raises(error, match="injected"):
+        jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr")
+    assert not (d / "o.zarr").exists()
+    assert [p.name for p in d.iterdir() if p.name.startswith(".o.zarr")] == []
