@@ -12,7 +12,7 @@ import streamproj as sp
 from streamproj.plot import view_projection
 from streamproj.plot.reading import Blocks, ClassMap, stream
 from streamproj.view import View
-from streamproj.view.html import encode_view, render_page
+from streamproj.view.html import _densest, encode_view, render_page
 from streamproj.view.pyramid import Pyramid
 
 CHROMIUM = "/usr/bin/chromium"
@@ -45,6 +45,15 @@ def test_pyramid_counts_every_cell_exactly_and_levels_sum_up():
     assert levels[-1].shape[1:] == (64, 64)
     for lv in levels:
         np.testing.assert_array_equal(lv.sum(axis=(1, 2)), p.counts.sum(axis=(1, 2)))
+        # every level is the histogram of the rows at its own cell size
+        _, lx, ly = lv.shape
+        for k in range(3):
+            sel = (y == k) & inside
+            ref = np.histogram2d(z[sel, 0], z[sel, 1], bins=(np.linspace(x0, x1, lx + 1),
+                                                             np.linspace(y0, y1, ly + 1)))[0]
+            np.testing.assert_array_equal(lv[k], ref)
+        # the page's colour scale tops out at the fullest cell, all classes together
+        assert _densest(lv) == lv.sum(axis=0).max()
     assert p.outside == np.count_nonzero(~inside)
 
 
