@@ -61,6 +61,7 @@ import tempfile
 import time
 import uuid
 import warnings
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -901,7 +902,7 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
             else:
                 group = zarr.open_group(str(tmp), mode="w-")
             group.attrs.update({**(attrs or {}), "complete": False})
-            _GUARDS[id(group)] = guard
+            _register_guard(group, guard)
             with zarr.config.set({"array.write_empty_chunks": True}):  # appended chunks too
                 yield group
             group.attrs["complete"] = True
@@ -911,7 +912,6 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
             _swap_in(tmp, dest)
         finally:
             guard.close()  # chunk writes still running in other threads end first
-            _GUARDS.pop(id(group), None)
             if tmp.exists():
                 _remove_straggling(tmp)
 
@@ -976,7 +976,7 @@ def _remote_output(url, overwrite, attrs, append=False, expect=None):
                                     storage_options=_storage_options(url))
         group.attrs.update({**(attrs or {}), "complete": False})
     guard = _WriteGuard()
-    _GUARDS[id(group)] = guard
+    _register_guard(group, guard)
     try:
         with zarr.config.set({"array.write_empty_chunks": True}):  # appended chunks too
             yield group
@@ -1000,8 +1000,6 @@ def _remote_output(url, overwrite, attrs, append=False, expect=None):
             if kind == "absent":  # nothing was there: leave nothing
                 fs.rm(f"{root}/zarr.json")
         raise
-    finally:
-        _GUARDS.pop(id(group), None)
 
 
 def _rm_straggling(fs, path, wait=0.2):
@@ -1127,6 +1125,18 @@ class _WriteGuard:
 
 
 _GUARDS: dict[int, "_WriteGuard"] = {}
+
+
+def _register_guard(group, guard):
+    """Count ``group``'s chunk writes with ``guard`` for as long as the group object lives.
+
+    Kept after the output is finished or has failed, so that a writer still
+    holding the group (a frame written beside the pass) finds the closed
+    guard and is refused; dropped when the group is collected (its id may
+    then be reused).
+    """
+    _GUARDS[id(group)] = guard
+    weakref.finalize(group, _GUARDS.pop, id(group), None)
 
 
 class _GuardedArray:
@@ -1679,6 +1689,14 @@ def write_output_frame(group, record):
     output's frame can be rebuilt exactly long after the model directory has
     moved on.
     """
+    # Counted by the output's guard, as the pass's chunks are: a frame written beside the
+    # pass is waited for when the output fails, and refused once it has (see output_group).
+    guard = _GUARDS.get(id(group))
+    with contextlib.nullcontext() if guard is None else guard:
+        _write_frame(group, record)
+
+
+def _write_frame(group, record):
     meta, stats, solution = record
     meta.setdefault("saved", timestamp())
     frame = group.create_group(_FRAME, attributes={"model": json.loads(

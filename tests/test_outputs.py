@@ -457,3 +457,49 @@ def test_a_failure_beside_the_frame_writer_leaves_nothing(days, monkeypatch, fai
         jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr")
     assert not (d / "o.zarr").exists()
     assert [p.name for p in d.iterdir() if p.name.startswith(".o.zarr")] == []
+
+
+@pytest.mark.parametrize("when", ["during", "after"])
+def test_a_frame_writer_outliving_a_failed_output_leaves_nothing(tmp_path, monkeypatch, when):
+    """A frame written beside the pass: waited for when the output fails, refused after."""
+    import threading
+    import time
+
+    X, y = make_classes(n=300, p=4, k=2, seed=3)
+    record = sp.BoundaryProjector().fit(X, y).to_state()
+    entered, failed, errors = threading.Event(), threading.Event(), []
+    original = store._write_frame
+
+    def slow(group, rec):
+        entered.set()
+        time.sleep(0.3)  # still writing when the output fails
+        original(group, rec)
+
+    monkeypatch.setattr(store, "_write_frame", slow)
+
+    def writer(group):
+        if when == "after":
+            failed.wait(5)
+        try:
+            store.write_output_frame(group, record)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    threads = []
+
+    def failing_pass():
+        with store.output_group(tmp_path / "o.zarr") as group:
+            threads.append(threading.Thread(target=writer, args=(group,)))
+            threads[0].start()
+            if when == "during":
+                entered.wait(5)
+            msg = "injected failure of the pass"
+            raise ValueError(msg)
+
+    with pytest.raises(ValueError, match="injected"):
+        failing_pass()
+    failed.set()
+    (thread,) = threads
+    thread.join(5)
+    assert list(tmp_path.iterdir()) == []
+    assert [str(e) for e in errors] == (["output closed after a failure"] if when == "after" else [])
