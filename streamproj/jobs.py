@@ -803,12 +803,12 @@ def _write_frame(group, record, meta):
     return model_id
 
 
-def _source_ranges(srcs):
+def _source_ranges(srcs, stamps):
+    """OUT's record of the rows of ``srcs``; ``stamps``: their file listings, taken before the rows were read."""
     out, at = [], 0
-    for src in srcs:
+    for src, stamp in zip(srcs, stamps, strict=True):
         entry = {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(src.n_rows),
-                 "stamp": ledger.stamp(src), "merged": store.timestamp(),
-                 "ranges": [[0, src.n_rows, at]]}
+                 "stamp": stamp, "merged": store.timestamp(), "ranges": [[0, src.n_rows, at]]}
         out.append(entry)
         at += src.n_rows
     return out
@@ -889,8 +889,12 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
                                   _named_columns(srcs[0]) if len(srcs) == 1 else None):
         arrays = projection_arrays(model, X, Y, names)
         action = "rewritten" if state is not None else "written"
+        # The listings before the rows are read: a source rewritten during the pass then
+        # differs from its record, and the next append checks its rows (SourceChangedError).
+        stamps = [ledger.stamp(src) for src in srcs]
         model_id = _write_full(model, meta, model_path, arrays, out, overwrite or state is not None,
-                               decision, progress, lambda: _source_ranges(srcs), action, srcs)
+                               decision, progress, lambda: _source_ranges(srcs, stamps), action,
+                               srcs)
     return {**_project_base(model_id, model_path, out, model), "status": "projected",
             "output_action": action, "reason": reason,
             "arrays": outputs.written_names(arrays, outputs.wants_decision(model, decision)),

@@ -503,3 +503,22 @@ def test_a_frame_writer_outliving_a_failed_output_leaves_nothing(tmp_path, monke
     thread.join(5)
     assert list(tmp_path.iterdir()) == []
     assert [str(e) for e in errors] == (["output closed after a failure"] if when == "after" else [])
+
+
+def test_a_source_rewritten_during_the_pass_is_caught_by_the_next_append(days, monkeypatch):
+    """OUT records its sources' file listings as they were before their rows were read."""
+    d, X, _y = days
+    src = d / "day-0.zarr"
+    jobs.fit_model(str(src), d / "m")
+    original = jobs.compute_with_progress
+
+    def rewritten_during_the_pass(*args, **kwargs):
+        values = original(*args, **kwargs)
+        zarr.open_group(str(src), mode="r+")["X"][:] = X[:300] * 2  # another writer, meanwhile
+        return values
+
+    monkeypatch.setattr(jobs, "compute_with_progress", rewritten_during_the_pass)
+    jobs.project_model(d / "m", [str(src)], d / "o.zarr")
+    monkeypatch.undo()
+    with pytest.raises(SourceChangedError):
+        jobs.project_model(d / "m", [str(src)], d / "o.zarr", mode="append")
