@@ -16,9 +16,10 @@ import dask.array as da
 import numpy as np
 
 from . import store
+from .errors import InputError
 from .passes import project_blocks, score_blocks, store_projection
 from .solvers import scores_to_index
-from .validation import as_dask_labels, as_dask_rows
+from .validation import as_dask_labels, as_dask_rows, plain_labels
 
 __all__ = [
     "DECISION_MAX_CLASSES",
@@ -167,7 +168,12 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None,
         for name in names:
             arr, dims = arrays[name]
             chunks = (rows, *tuple(arr.shape[1:]))
-            targets.append(store.create_output_array(group, name, arr.shape, chunks, arr.dtype, dims))
+            dtype = arr.dtype
+            if dtype.kind in "USOT":
+                # text labels (y, predicted): Zarr's variable-length UTF-8 strings, which any
+                # label fits (an appended one too) and which Zarr's v3 spec defines
+                arr, dtype = _as_text(arr, name), str
+            targets.append(store.create_output_array(group, name, arr.shape, chunks, dtype, dims))
             sources.append(arr.rechunk(chunks) if arr.chunks[0][0] != rows else arr)
         store.write_coordinate(group, "component", np.asarray(axis_names(model)))
         store.write_coordinate(group, "class", np.asarray(model.classes_))
@@ -176,11 +182,66 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None,
             arr, _dims = arrays[name]
             target = store.grow_output_array(group, name, append_at + arr.shape[0])
             rows = target.chunks[0]
+            if target.dtype.kind in "UST":
+                arr = _as_text(arr, name, target.dtype, append_at)
+            elif arr.dtype.kind in "UST":
+                msg = (f"OUT holds {target.dtype} labels in {name}, and these are text; "
+                       "labels must be of one type")
+                raise InputError(msg)
             sources.append(arr.rechunk((_aligned(append_at, arr.shape[0], rows), *arr.shape[1:])))
             targets.append(target)
     total = len(sources[0].chunks[0]) if sources else 0
     stored = store_projection(sources, targets, progress=progress, total=total, compute=compute)
     return None if compute else (stored, total)
+
+
+def _as_text(arr, name, target=None, offset=0):
+    """Lazy text labels for a Zarr string array (:func:`_text_block` on every chunk)."""
+    return arr.map_blocks(_text_block, name, target, offset, dtype=object,
+                          meta=np.empty((0,), dtype=object))
+
+
+def _text_block(block, name, target=None, offset=0, block_info=None):
+    """A chunk of text labels as Zarr's string arrays take them; other labels are refused.
+
+    ``target``: the dtype of the array they are appended to; fixed-width text
+    (outputs written before variable-length strings) must hold every label
+    whole, or a label would be cut short.
+    """
+    block = np.asarray(block)
+    start = offset + (block_info[0]["array-location"][0][0] if block_info else 0)
+    if block.dtype.kind == "O":  # labels typed per chunk (Parquet, CSV): missing or mixed ones named
+        block = plain_labels(block, start, name)
+    if block.dtype.kind == "S":
+        try:
+            block = np.strings.decode(block, "utf-8")
+        except UnicodeDecodeError:
+            row = next(i for i, v in enumerate(block.tolist()) if not _is_utf8(v))
+            msg = f"{name} label {block[row].tobytes()!r} at row {start + row} is not UTF-8 text"
+            raise InputError(msg) from None
+    if block.dtype.kind not in "UT":
+        msg = (f"{name} has text labels in some rows but {block.dtype} labels from row {start}; "
+               "class labels must be of one type")
+        raise InputError(msg)
+    target = None if target is None else np.dtype(target)
+    if target is not None and target.kind == "U" and block.size:
+        width = target.itemsize // 4
+        long = np.strings.str_len(block) > width
+        if long.any():
+            row = int(np.flatnonzero(long)[0])
+            msg = (f"OUT holds its {name} labels in {width} characters, and the label "
+                   f"{str(block[row])!r} at row {start + row} is longer (it would be cut short); "
+                   "rewrite OUT once with --overwrite, which stores labels of any length")
+            raise InputError(msg)
+    return block
+
+
+def _is_utf8(value):
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def concat_rows(parts):

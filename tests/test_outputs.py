@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -522,3 +523,87 @@ def test_a_source_rewritten_during_the_pass_is_caught_by_the_next_append(days, m
     monkeypatch.undo()
     with pytest.raises(SourceChangedError):
         jobs.project_model(d / "m", [str(src)], d / "o.zarr", mode="append")
+
+
+def _text_store(path, X, labels, chunk_rows=70):
+    group = zarr.open_group(str(path), mode="w")
+    group.create_array("X", data=X, chunks=(chunk_rows, X.shape[1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Zarr: fixed-width text has no v3 spec yet
+        group.create_array("y", data=labels, chunks=(chunk_rows,))
+
+
+def test_text_labels_from_parquet_are_projected_plotted_and_read_back(tmp_path):
+    """Parquet text labels (object per chunk) become Zarr strings; plots and xarray read them."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=500, p=3, k=3, seed=5)
+    names = np.array(["cat", "dog", "a much longer class name"])[y]
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(label=names)
+    frame.to_parquet(tmp_path / "rows.parquet", row_group_size=120)
+    assert main(["fit", str(tmp_path / "rows.parquet"), "--y", "label",
+                 "--model", str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "rows.parquet"), "--y", "label",
+                 "--output", str(tmp_path / "o.zarr")]) == 0
+    ds = xr.open_zarr(tmp_path / "o.zarr")
+    assert ds["y"].values.tolist() == names.tolist()
+    model = sp.load(tmp_path / "m")
+    assert ds["predicted"].values.tolist() == model.predict(frame[["a", "b", "c"]]).tolist()
+    for figure in ("p.png", "v.html"):
+        assert main(["plot", str(tmp_path / "o.zarr"), "--output", str(tmp_path / figure)]) == 0
+    accuracy, _ = sp.plot.projection_scores(str(tmp_path / "o.zarr"))
+    assert accuracy == np.mean(model.predict(frame[["a", "b", "c"]]) == names)
+
+
+def test_appended_text_labels_longer_than_the_first_are_kept_whole(tmp_path):
+    X, y = make_classes(n=400, p=3, k=2, seed=6)
+    _text_store(tmp_path / "a.zarr", X[:200], np.array(["cat", "dog"])[y[:200]])
+    _text_store(tmp_path / "b.zarr", X[200:], np.array(["cat", "elephant"])[y[200:]])
+    jobs.fit_model([str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")], tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
+    report = jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")],
+                                tmp_path / "o.zarr", mode="append")
+    assert report["output_action"] == "appended"
+    out = store.open_output(tmp_path / "o.zarr")
+    assert set(out["y"][:].tolist()) == {"cat", "dog", "elephant"}
+    assert out["y"][200:].tolist() == np.array(["cat", "elephant"])[y[200:]].tolist()
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+def test_an_old_output_with_fixed_width_labels_refuses_a_longer_one_and_is_untouched(tmp_path):
+    """Outputs written before variable-length strings hold text in a fixed width."""
+    X, y = make_classes(n=400, p=3, k=2, seed=6)
+    _text_store(tmp_path / "a.zarr", X[:200], np.array(["cat", "dog"])[y[:200]])
+    _text_store(tmp_path / "b.zarr", X[200:], np.array(["cat", "elephant"])[y[200:]])
+    jobs.fit_model([str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")], tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
+    # as streamproj wrote it before: y in three characters
+    old = zarr.open_group(str(tmp_path / "o.zarr"), mode="r+")
+    labels = old["y"][:].astype("U3")
+    del old["y"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old.create_array("y", data=labels, chunks=(70,), dimension_names=("row",))
+        zarr.consolidate_metadata(str(tmp_path / "o.zarr"))
+    before = tree(tmp_path / "o.zarr")
+    with pytest.raises(sp.errors.InputError, match=r"labels in 3 characters.*'elephant' at row \d+"):
+        jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")],
+                           tmp_path / "o.zarr", mode="append")
+    assert tree(tmp_path / "o.zarr") == before
+
+
+def test_text_label_chunks_are_checked_and_named_by_row():
+    from streamproj.outputs import _text_block
+
+    info = [{"array-location": [(100, 103)]}]
+    assert _text_block(np.array([b"cat", b"dog", b"x"]), "y", block_info=info).tolist() == [
+        "cat", "dog", "x"]
+    assert _text_block(np.array(["cat", "dog"], dtype=object), "y").dtype.kind == "U"
+    with pytest.raises(sp.errors.InputError, match=r"y label b'\\xff' at row 102 is not UTF-8"):
+        _text_block(np.array([b"a", b"b", b"\xff"]), "y", block_info=info)
+    with pytest.raises(sp.errors.InputError, match="text labels in some rows but int64 labels from row 100"):
+        _text_block(np.array([1, 2, 3], dtype=np.int64), "y", block_info=info)
+    with pytest.raises(sp.errors.BadValuesError, match="row 101"):
+        _text_block(np.array(["a", None, "b"], dtype=object), "y", block_info=info)
+    with pytest.raises(sp.errors.InputError, match="'horse' at row 106"):
+        _text_block(np.array(["cat", "horse"]), "y", np.dtype("U3"), 5, block_info=info)

@@ -315,13 +315,19 @@ class ClassMap:
             pos = labels.astype(np.int64) - lo
             ok = (pos >= 0) & (pos < table.size)
             return np.where(ok, table[np.where(ok, pos, 0)], self.n_buckets - 1)
-        if self._sorted.dtype.kind in "USOT" and labels.dtype.kind not in "USOT":
+        known = self._sorted
+        if known.dtype.kind in "USOT" and labels.dtype.kind not in "USOT":
             labels = labels.astype(str)
-        elif self._sorted.dtype.kind not in "USOT" and labels.dtype.kind in "USOT":
+        elif known.dtype.kind not in "USOT" and labels.dtype.kind in "USOT":
             return np.full(labels.shape, self.n_buckets - 1, dtype=np.intp)
-        pos = np.searchsorted(self._sorted, labels)
-        np.clip(pos, 0, len(self._sorted) - 1, out=pos)
-        hit = self._sorted[pos] == labels
+        elif labels.dtype.kind in "OT" and known.dtype.kind in "US":
+            # variable-length strings (outputs store text labels so): the classes meet them
+            # there, rather than the labels being cut to the classes' fixed width
+            known = known.astype(np.dtypes.StringDType())
+            labels = labels.astype(known.dtype)
+        pos = np.searchsorted(known, labels)
+        np.clip(pos, 0, len(known) - 1, out=pos)
+        hit = known[pos] == labels
         return np.where(hit, self._lut[self._order[pos]], self.n_buckets - 1)
 
 
