@@ -1109,7 +1109,7 @@ class _WriteGuard:
     def __enter__(self):
         with self._cond:
             if self._closed:
-                msg = "output closed after a failure"
+                msg = "the output is closed (finished, or failed): nothing more is written to it"
                 raise RuntimeError(msg)
             self._active += 1
 

@@ -503,7 +503,7 @@ def test_a_frame_writer_outliving_a_failed_output_leaves_nothing(tmp_path, monke
     (thread,) = threads
     thread.join(5)
     assert list(tmp_path.iterdir()) == []
-    assert [str(e) for e in errors] == (["output closed after a failure"] if when == "after" else [])
+    assert [str(e) for e in errors] == (["the output is closed (finished, or failed): nothing more is written to it"] if when == "after" else [])
 
 
 def test_a_source_rewritten_during_the_pass_is_caught_by_the_next_append(days, monkeypatch):
