@@ -1,4 +1,4 @@
-"""Mutation check: a deliberate one-term error in each summary/solver formula must fail a test.
+"""Mutation check: a deliberate one-term error in each summary/solver/view-count formula must fail a test.
 
     python scripts/mutation_check.py            # every mutation
     python scripts/mutation_check.py -k merge   # those whose name contains "merge"
@@ -22,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_stats.py", "tests/test_solvers.py", "tests/test_numbers.py",
-         "tests/test_properties.py", "tests/test_estimator.py", "tests/test_wide.py"]
+         "tests/test_properties.py", "tests/test_estimator.py", "tests/test_wide.py",
+         "tests/test_view.py"]
 
 # (name, file, exact text, replacement): each a one-term error in one formula.
 MUTATIONS = [
@@ -149,6 +150,11 @@ MUTATIONS = [
     ("estimator: distance of the mean scaled by |coef|", "streamproj/estimator.py",
      "mean_distance = result.mean_decision[0] / np.linalg.norm(coef)",
      "mean_distance = result.mean_decision[0] * np.linalg.norm(coef)"),
+    # ---- the interactive view's counts
+    ("view: a coarser level adds the wrong columns", "streamproj/view/pyramid.py",
+     "c = c[:, :, 0::2] + c[:, :, 1::2]", "c = c[:, :, : c.shape[2] // 2] + c[:, :, c.shape[2] // 2 :]"),
+    ("view: the colour scale's top leaves out a class", "streamproj/view/html.py",
+     "for grid in counts[1:]:", "for grid in counts[2:]:"),
 ]
 
 
