@@ -21,7 +21,6 @@ import os
 import re
 import time
 import uuid
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -758,48 +757,39 @@ def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progr
                 action="written", srcs=()):
     """Write a whole output in ``model``'s frame; returns the model id it records.
 
-    The p×p work runs in a side thread while the pass reads and projects the
-    rows: hashing the summary for the model id and writing the frame (0.18 s
-    and 0.16 s at p = 4,096, each as long as reading 10,000 rows there).
-    ``ranges`` is the per-source row ranges, or a function giving them once
-    the fingerprints of ``srcs`` are known: those edge rows are read in the
-    pass's own graph, from chunks it reads anyway.
+    The model id (a hash of the p×p summary: 0.18 s at p = 4,096) is computed
+    in a side thread while the pass reads and projects the rows. The frame is
+    written after the pass: written beside it, its p×p NPZ sat on top of the
+    pass's chunks (+134 MB at p = 4,096) for no time saved (run O in
+    docs/bench-results.md). ``ranges`` is the per-source row ranges, or a
+    function giving them once the fingerprints of ``srcs`` are known: those
+    edge rows are read in the pass's own graph, from chunks it reads anyway.
     """
     n = int(arrays["projection"][0].shape[0])
     keep = outputs.wants_decision(model, decision)
-    with ThreadPoolExecutor(1, thread_name_prefix="streamproj-frame") as side:
+    with ThreadPoolExecutor(1, thread_name_prefix="streamproj-model-id") as side:
         # One record (its model_id hashes the p×p summary) for the frame and the attributes.
-        record = side.submit(model.to_state)
+        pending = side.submit(model.to_state)
         with store.output_group(out, overwrite=overwrite) as group:
-            frame = side.submit(_write_frame, group, record, meta)
-            try:
-                stored, total = outputs.write_arrays(group, arrays, model, keep, compute=False)
-                prints = [src.fingerprint_parts(src.n_rows) for src in srcs]
-                values = compute_with_progress(
-                    stored, *[part for parts in prints for part in parts], progress=progress,
-                    prefix="streamproj-project-", total=total, desc="pass 2: projection",
-                    optimize_graph=not srcs)  # unfused, the edge rows share the pass's reads
-            finally:
-                futures.wait([frame])  # nothing writes into the group once it is left
+            stored, total = outputs.write_arrays(group, arrays, model, keep, compute=False)
+            prints = [src.fingerprint_parts(src.n_rows) for src in srcs]
+            values = compute_with_progress(
+                stored, *[part for parts in prints for part in parts], progress=progress,
+                prefix="streamproj-project-", total=total, desc="pass 2: projection",
+                optimize_graph=not srcs)  # unfused, the edge rows share the pass's reads
             at = 1
             for src, parts in zip(srcs, prints, strict=True):
                 src.set_fingerprint(src.n_rows, values[at:at + len(parts)])
                 at += len(parts)
-            model_id = frame.result()  # the side thread's error, if any, is raised here
+            record = pending.result()
+            model_id = record.meta["model_id"]
+            if meta is not None:  # a model read from its directory keeps its version and stamp
+                record = ModelRecord(meta, record.stats, record.solution)
+            store.write_output_frame(group, record)
             # the attributes last: they name the model id and the sources' fingerprints
             group.attrs.update(outputs.frame_attrs(
                 model, meta, model_path, ranges() if callable(ranges) else ranges, n, keep,
                 action, model_id=model_id))
-    return model_id
-
-
-def _write_frame(group, record, meta):
-    """Store the model in ``group``'s frame (:func:`store.write_output_frame`); its model id."""
-    record = record.result()
-    model_id = record.meta["model_id"]
-    if meta is not None:  # a model read from its directory keeps its version and stamp
-        record = ModelRecord(meta, record.stats, record.solution)
-    store.write_output_frame(group, record)
     return model_id
 
 

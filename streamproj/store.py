@@ -1131,8 +1131,8 @@ def _register_guard(group, guard):
     """Count ``group``'s chunk writes with ``guard`` for as long as the group object lives.
 
     Kept after the output is finished or has failed, so that a writer still
-    holding the group (a frame written beside the pass) finds the closed
-    guard and is refused; dropped when the group is collected (its id may
+    holding the group (in another thread) finds the closed guard and is
+    refused; dropped when the group is collected (its id may
     then be reused).
     """
     _GUARDS[id(group)] = guard
@@ -1689,8 +1689,8 @@ def write_output_frame(group, record):
     output's frame can be rebuilt exactly long after the model directory has
     moved on.
     """
-    # Counted by the output's guard, as the pass's chunks are: a frame written beside the
-    # pass is waited for when the output fails, and refused once it has (see output_group).
+    # Counted by the output's guard, as the pass's chunks are: a frame written from another
+    # thread is waited for when the output fails, and refused once it has (see output_group).
     guard = _GUARDS.get(id(group))
     with contextlib.nullcontext() if guard is None else guard:
         _write_frame(group, record)
