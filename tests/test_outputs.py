@@ -547,12 +547,19 @@ def test_text_labels_from_parquet_are_projected_plotted_and_read_back(tmp_path):
     assert accuracy == np.mean(model.predict(frame[["a", "b", "c"]]) == names)
 
 
-def test_appended_text_labels_longer_than_the_first_are_kept_whole(tmp_path):
+@pytest.fixture
+def short_then_long(tmp_path):
+    """OUT (o.zarr) of the first 200 rows, labelled cat/dog; b.zarr's rows add 'elephant'."""
     X, y = make_classes(n=400, p=3, k=2, seed=6)
     _text_store(tmp_path / "a.zarr", X[:200], np.array(["cat", "dog"])[y[:200]])
     _text_store(tmp_path / "b.zarr", X[200:], np.array(["cat", "elephant"])[y[200:]])
     jobs.fit_model([str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")], tmp_path / "m")
     jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
+    return y
+
+
+def test_appended_text_labels_longer_than_the_first_are_kept_whole(tmp_path, short_then_long):
+    y = short_then_long
     report = jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")],
                                 tmp_path / "o.zarr", mode="append")
     assert report["output_action"] == "appended"
@@ -562,13 +569,9 @@ def test_appended_text_labels_longer_than_the_first_are_kept_whole(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
-def test_an_old_output_with_fixed_width_labels_refuses_a_longer_one_and_is_untouched(tmp_path):
+def test_an_old_output_with_fixed_width_labels_refuses_a_longer_one_and_is_untouched(
+        tmp_path, short_then_long):
     """Outputs written before variable-length strings hold text in a fixed width."""
-    X, y = make_classes(n=400, p=3, k=2, seed=6)
-    _text_store(tmp_path / "a.zarr", X[:200], np.array(["cat", "dog"])[y[:200]])
-    _text_store(tmp_path / "b.zarr", X[200:], np.array(["cat", "elephant"])[y[200:]])
-    jobs.fit_model([str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")], tmp_path / "m")
-    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
     # as streamproj wrote it before: y in three characters
     old = zarr.open_group(str(tmp_path / "o.zarr"), mode="r+")
     labels = old["y"][:].astype("U3")
