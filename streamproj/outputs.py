@@ -182,12 +182,17 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None,
             arr, _dims = arrays[name]
             target = store.grow_output_array(group, name, append_at + arr.shape[0])
             rows = target.chunks[0]
-            if target.dtype.kind in "UST":
-                arr = _as_text(arr, name, target.dtype, append_at)
-            elif arr.dtype.kind in "UST":
-                msg = (f"OUT holds {target.dtype} labels in {name}, and these are text; "
+            text = target.dtype.kind in "UST"
+            # object labels are typed per chunk (Parquet, CSV): checked there
+            if arr.dtype.kind not in "USTO" if text else arr.dtype.kind in "UST":
+                msg = (f"OUT holds {target.dtype} labels in {name}, and these are {arr.dtype}; "
                        "labels must be of one type")
                 raise InputError(msg)
+            if text:
+                arr = _as_text(arr, name, target.dtype)
+            elif arr.dtype.kind == "O":
+                arr = arr.map_blocks(_numbers_block, name, dtype=target.dtype,
+                                     meta=np.empty((0,), dtype=target.dtype))
             sources.append(arr.rechunk((_aligned(append_at, arr.shape[0], rows), *arr.shape[1:])))
             targets.append(target)
     total = len(sources[0].chunks[0]) if sources else 0
@@ -195,13 +200,24 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None,
     return None if compute else (stored, total)
 
 
-def _as_text(arr, name, target=None, offset=0):
+def _as_text(arr, name, target=None):
     """Lazy text labels for a Zarr string array (:func:`_text_block` on every chunk)."""
-    return arr.map_blocks(_text_block, name, target, offset, dtype=object,
+    return arr.map_blocks(_text_block, name, target, dtype=object,
                           meta=np.empty((0,), dtype=object))
 
 
-def _text_block(block, name, target=None, offset=0, block_info=None):
+def _numbers_block(block, name, block_info=None):
+    """A chunk of labels typed per chunk, for an array of numeric labels; text is refused."""
+    start = block_info[0]["array-location"][0][0] if block_info else 0
+    block = plain_labels(np.asarray(block), start, name)
+    if block.dtype.kind in "US":
+        msg = (f"{name} label {str(block[0])!r} at row {start} of the rows being written is text, "
+               "and OUT holds numeric labels; labels must be of one type")
+        raise InputError(msg)
+    return block
+
+
+def _text_block(block, name, target=None, block_info=None):
     """A chunk of text labels as Zarr's string arrays take them; other labels are refused.
 
     ``target``: the dtype of the array they are appended to; fixed-width text
@@ -209,7 +225,7 @@ def _text_block(block, name, target=None, offset=0, block_info=None):
     whole, or a label would be cut short.
     """
     block = np.asarray(block)
-    start = offset + (block_info[0]["array-location"][0][0] if block_info else 0)
+    start = block_info[0]["array-location"][0][0] if block_info else 0
     if block.dtype.kind == "O":  # labels typed per chunk (Parquet, CSV): missing or mixed ones named
         block = plain_labels(block, start, name)
     if block.dtype.kind == "S":
@@ -217,11 +233,12 @@ def _text_block(block, name, target=None, offset=0, block_info=None):
             block = np.strings.decode(block, "utf-8")
         except UnicodeDecodeError:
             row = next(i for i, v in enumerate(block.tolist()) if not _is_utf8(v))
-            msg = f"{name} label {block[row].tobytes()!r} at row {start + row} is not UTF-8 text"
+            msg = (f"{name} label {block[row].tobytes()!r} at row {start + row} of the rows being "
+                   "written is not UTF-8 text")
             raise InputError(msg) from None
     if block.dtype.kind not in "UT":
-        msg = (f"{name} has text labels in some rows but {block.dtype} labels from row {start}; "
-               "class labels must be of one type")
+        msg = (f"{name} has text labels in some rows but {block.dtype} labels in others (at row "
+               f"{start} of the rows being written); class labels must be of one type")
         raise InputError(msg)
     target = None if target is None else np.dtype(target)
     if target is not None and target.kind == "U" and block.size:
@@ -230,8 +247,9 @@ def _text_block(block, name, target=None, offset=0, block_info=None):
         if long.any():
             row = int(np.flatnonzero(long)[0])
             msg = (f"OUT holds its {name} labels in {width} characters, and the label "
-                   f"{str(block[row])!r} at row {start + row} is longer (it would be cut short); "
-                   "rewrite OUT once with --overwrite, which stores labels of any length")
+                   f"{str(block[row])!r} at row {start + row} of the rows being written is longer "
+                   "(it would be cut short); rewrite OUT once (streamproj project ... --overwrite, "
+                   "or one run with [output] mode = \"rewrite\"), which stores labels of any length")
             raise InputError(msg)
     return block
 

@@ -594,11 +594,32 @@ def test_text_label_chunks_are_checked_and_named_by_row():
     assert _text_block(np.array([b"cat", b"dog", b"x"]), "y", block_info=info).tolist() == [
         "cat", "dog", "x"]
     assert _text_block(np.array(["cat", "dog"], dtype=object), "y").dtype.kind == "U"
-    with pytest.raises(sp.errors.InputError, match=r"y label b'\\xff' at row 102 is not UTF-8"):
+    with pytest.raises(sp.errors.InputError, match=r"y label b'\\xff' at row 102 of the rows being written is not UTF-8"):
         _text_block(np.array([b"a", b"b", b"\xff"]), "y", block_info=info)
-    with pytest.raises(sp.errors.InputError, match="text labels in some rows but int64 labels from row 100"):
+    with pytest.raises(sp.errors.InputError,
+                       match=r"text labels in some rows but int64 labels in others \(at row 100 "):
         _text_block(np.array([1, 2, 3], dtype=np.int64), "y", block_info=info)
     with pytest.raises(sp.errors.BadValuesError, match="row 101"):
         _text_block(np.array(["a", None, "b"], dtype=object), "y", block_info=info)
-    with pytest.raises(sp.errors.InputError, match="'horse' at row 106"):
-        _text_block(np.array(["cat", "horse"]), "y", np.dtype("U3"), 5, block_info=info)
+    with pytest.raises(sp.errors.InputError, match="'horse' at row 101 of the rows being written"):
+        _text_block(np.array(["cat", "horse"]), "y", np.dtype("U3"), block_info=info)
+
+
+def test_text_labels_appended_to_numeric_ones_are_refused_and_out_untouched(tmp_path):
+    """Parquet text labels (typed per chunk) and Zarr ones, onto an output of int labels."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=400, p=3, k=2, seed=8)
+    write_zarr(tmp_path / "a.zarr", X[:200], y[:200], chunk_rows=70)
+    jobs.fit_model(str(tmp_path / "a.zarr"), tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
+    frame = pd.DataFrame(X[200:], columns=["x0", "x1", "x2"]).assign(y=["7", "8"] * 100)
+    frame.to_parquet(tmp_path / "b.parquet", row_group_size=70)
+    _text_store(tmp_path / "c.zarr", X[200:], np.array(["7", "8"] * 100))
+    before = tree(tmp_path / "o.zarr")
+    for new, kind in (("b.parquet", "text"), ("c.zarr", "<U1")):
+        with pytest.raises(sp.errors.InputError, match=kind):
+            jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / new)],
+                               tmp_path / "o.zarr", mode="append", features=["x0", "x1", "x2"]
+                               if new.endswith("parquet") else None)
+        assert tree(tmp_path / "o.zarr") == before
