@@ -19,7 +19,7 @@ from . import store
 from .errors import InputError
 from .passes import project_blocks, score_blocks, store_projection
 from .solvers import scores_to_index
-from .validation import as_dask_labels, as_dask_rows, plain_labels
+from .validation import as_dask_labels, as_dask_rows, plain_labels, text_labels
 
 __all__ = [
     "DECISION_MAX_CLASSES",
@@ -228,14 +228,7 @@ def _text_block(block, name, target=None, block_info=None):
     start = block_info[0]["array-location"][0][0] if block_info else 0
     if block.dtype.kind == "O":  # labels typed per chunk (Parquet, CSV): missing or mixed ones named
         block = plain_labels(block, start, name)
-    if block.dtype.kind == "S":
-        try:
-            block = np.strings.decode(block, "utf-8")
-        except UnicodeDecodeError:
-            row = next(i for i, v in enumerate(block.tolist()) if not _is_utf8(v))
-            msg = (f"{name} label {block[row].tobytes()!r} at row {start + row} of the rows being "
-                   "written is not UTF-8 text")
-            raise InputError(msg) from None
+    block = text_labels(block, start, name, " of the rows being written")
     if block.dtype.kind not in "UT":
         msg = (f"{name} has text labels in some rows but {block.dtype} labels in others (at row "
                f"{start} of the rows being written); class labels must be of one type")
@@ -252,14 +245,6 @@ def _text_block(block, name, target=None, block_info=None):
                    "or one run with [output] mode = \"rewrite\"), which stores labels of any length")
             raise InputError(msg)
     return block
-
-
-def _is_utf8(value):
-    try:
-        value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def concat_rows(parts):

@@ -55,7 +55,13 @@ from dask.base import tokenize
 
 from . import store
 from .errors import InputError
-from .validation import DEFAULT_CHUNK_BYTES, as_dask_labels, as_dask_rows, check_matrix
+from .validation import (
+    DEFAULT_CHUNK_BYTES,
+    as_dask_labels,
+    as_dask_rows,
+    check_matrix,
+    text_labels_block,
+)
 
 __all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "open_source", "open_sources",
            "recorded_options"]
@@ -708,12 +714,22 @@ def _missing(values):
 
 
 # --------------------------------------------------------------------- zarr
+def _text(labels, name):
+    """Labels stored as fixed-width bytes, read as UTF-8 text (as HDF5's are).
+
+    b"cat" written by one tool and "cat" in a Parquet file (or an update) are one class.
+    """
+    if labels.dtype.kind != "S":
+        return labels
+    return labels.map_blocks(text_labels_block, name, dtype=np.dtype(f"U{max(labels.dtype.itemsize, 1)}"))
+
+
 def _open_zarr(ctx, x, y):
     X, Y = store.open_input(ctx.base, x, y, require_y=ctx.require_y,
                             storage_options=ctx.storage_options)
     names = (f"{ctx.base}/{x}", f"{ctx.base}/{y}")
     rows = as_dask_rows(X, ctx.chunk_rows, names[0])
-    labels = None if Y is None else as_dask_labels(Y, rows.chunks[0], names)
+    labels = None if Y is None else _text(as_dask_labels(Y, rows.chunks[0], names), names[1])
     return Source(spec=ctx.spec, url=ctx.url, kind="zarr", X=rows, y=labels,
                   feature_names=tuple(f"x{i}" for i in range(rows.shape[1])), x=x,
                   label=None if Y is None else y, names=names)
@@ -1152,8 +1168,8 @@ def _open_xarray(ctx, x, features, label, label_given):
     X = X.rechunk({1: -1})
     y = None
     if lab is not None:
-        y = keep[lab].data
-        if y.dtype.kind in "US":
+        y = _text(keep[lab].data, f"{ctx.base}:{lab}")
+        if y.dtype.kind == "U":
             y = y.astype(object)
     names = (xname, f"{ctx.base}:{lab or label}")
     return Source(spec=ctx.spec, url=ctx.url, kind="xarray", X=X, y=y, feature_names=tuple(cols),

@@ -1308,7 +1308,11 @@ def _json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
-        return value.item()
+        return _json_default(value.item()) if isinstance(value, np.bytes_) else value.item()
+    if isinstance(value, bytes):
+        # bytes labels (fixed-width Zarr, numpy 'S'): the JSON describes them as text;
+        # the NPZ beside it keeps them as bytes, exactly
+        return value.decode("utf-8", "backslashreplace")
     msg = f"cannot store {type(value).__name__} in model.json"
     raise TypeError(msg)
 

@@ -38,6 +38,8 @@ __all__ = [
     "is_dask_frame",
     "is_lazy",
     "plain_labels",
+    "text_labels",
+    "text_labels_block",
 ]
 
 
@@ -349,6 +351,45 @@ def plain_labels(values: np.ndarray, row_offset: int = 0, name: str = "y") -> np
     msg = (f"{name} has dtype {values.dtype}; class labels must be booleans, integers, "
            "strings or categories")
     raise InputError(msg)
+
+
+def text_labels_block(block: np.ndarray, name: str, block_info: Any = None) -> np.ndarray:
+    """:func:`text_labels` of one chunk of a dask array (``map_blocks``), rows named globally."""
+    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    return text_labels(block, offset, name)
+
+
+def text_labels(values: np.ndarray, row_offset: int = 0, name: str = "y",
+                rows: str = "") -> np.ndarray:
+    """Labels stored as bytes (numpy 'S': fixed-width Zarr) as UTF-8 text; other dtypes as given.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n,)
+    row_offset : int
+        Global index of ``values[0]``, so a label that is not UTF-8 names its row.
+    name : str
+        What to call the labels in errors.
+    rows : str
+        What the row numbers count, for errors (e.g. " of the rows being written").
+    """
+    values = np.asarray(values)
+    if values.dtype.kind != "S":
+        return values
+    try:
+        return np.strings.decode(values, "utf-8")
+    except UnicodeDecodeError:
+        row = next(i for i, v in enumerate(values.tolist()) if not _is_utf8(v))
+        msg = f"{name} label {values[row].tobytes()!r} at row {row_offset + row}{rows} is not UTF-8 text"
+        raise InputError(msg) from None
+
+
+def _is_utf8(value):
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _plain_block(block, name, block_info=None):

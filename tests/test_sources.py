@@ -555,3 +555,40 @@ def test_recorded_options_reopen_what_a_ledger_entry_names():
     assert recorded_options(table) == {"x": "X", "y": "y", "features": ["a", "b"], "label": "cls"}
     zarr_entry = {"url": "/d/z.zarr", "kind": "zarr", "x": "emb", "y": "lab"}
     assert recorded_options(zarr_entry) == {"x": "emb", "y": "lab", "features": None, "label": None}
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # fixed-width bytes
+def test_fixed_width_bytes_labels_in_zarr_are_text_and_meet_parquet_text(tmp_path, data, capsys):
+    # b"cat" in a Zarr array and "cat" in a Parquet file are one class, as HDF5's bytes are
+    X, y = data
+    names = np.array(["cat", "dog", "eel"])[y]
+    write_zarr(tmp_path / "b.zarr", X[:300], names[:300].astype("S3"))
+    _parquet(tmp_path / "t.parquet", _frame(X[300:], names[300:]))
+    src = sources.open_source(tmp_path / "b.zarr")
+    assert src.y.dtype.kind == "U"
+    assert src.y.compute().tolist() == names[:300].tolist()
+    assert main(["fit", str(tmp_path / "b.zarr"), "--model", str(tmp_path / "m")]) == 0
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "t.parquet"), "--label", "label"]) == 0
+    model = sp.load(tmp_path / "m")
+    assert model.classes_.tolist() == ["cat", "dog", "eel"]
+    np.testing.assert_array_equal(model.stats_.counts, np.bincount(y))
+    # a label that is not UTF-8 is one line naming its row, and nothing is written
+    bad = names[:300].astype("S3")
+    bad[157] = b"\xffo"
+    write_zarr(tmp_path / "bad.zarr", X[:300], bad)
+    capsys.readouterr()
+    assert main(["fit", str(tmp_path / "bad.zarr"), "--model", str(tmp_path / "m2")]) == 2
+    assert re.search(r"bad\.zarr/y label b'\\xffo' at row 157 is not UTF-8 text$", one_error_line(capsys))
+    assert not (tmp_path / "m2").exists()
+
+
+def test_bytes_labels_given_in_python_are_kept_as_bytes_through_a_save(tmp_path, data):
+    # as scikit-learn keeps them; model.json describes them as text, the NPZ keeps the bytes
+    X, y = data
+    labels = np.array([b"cat", b"dog", b"\xff"])[y]
+    model = sp.BoundaryProjector().fit(X, labels)
+    model.save(tmp_path / "m")
+    back = sp.load(tmp_path / "m")
+    assert back.classes_.tolist() == [b"cat", b"dog", b"\xff"]
+    np.testing.assert_array_equal(back.predict(X), model.predict(X))
+    assert back.model_id_ == model.model_id_
