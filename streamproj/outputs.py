@@ -190,8 +190,10 @@ def write_arrays(group, arrays, model, decision, progress=False, append_at=None,
                 raise InputError(msg)
             if text:
                 arr = _as_text(arr, name, target.dtype)
-            elif arr.dtype.kind == "O":
-                arr = arr.map_blocks(_numbers_block, name, dtype=target.dtype,
+            elif name in ("y", "predicted") and arr.dtype != target.dtype:
+                # labels typed per chunk, or of another dtype than OUT's (0.5 onto int64
+                # labels would be stored as 0): each chunk is checked to be stored exactly
+                arr = arr.map_blocks(_numbers_block, name, target.dtype, dtype=target.dtype,
                                      meta=np.empty((0,), dtype=target.dtype))
             sources.append(arr.rechunk((_aligned(append_at, arr.shape[0], rows), *arr.shape[1:])))
             targets.append(target)
@@ -206,15 +208,34 @@ def _as_text(arr, name, target=None):
                           meta=np.empty((0,), dtype=object))
 
 
-def _numbers_block(block, name, block_info=None):
-    """A chunk of labels typed per chunk, for an array of numeric labels; text is refused."""
+def _numbers_block(block, name, target, block_info=None):
+    """A chunk of labels for OUT's array of numeric labels (dtype ``target``), stored exactly.
+
+    Text is refused, and so is a label ``target`` cannot hold (0.5 onto int64
+    labels, 2**53 + 1 onto float64 ones), naming its row.
+    """
     start = block_info[0]["array-location"][0][0] if block_info else 0
-    block = plain_labels(np.asarray(block), start, name)
+    block = np.asarray(block)
+    if block.dtype.kind == "O":  # typed per chunk (Parquet, CSV): missing or mixed ones named
+        block = plain_labels(block, start, name)
     if block.dtype.kind in "US":
         msg = (f"{name} label {str(block[0])!r} at row {start} of the rows being written is text, "
                "and OUT holds numeric labels; labels must be of one type")
         raise InputError(msg)
-    return block
+    target = np.dtype(target)
+    if block.dtype == target:
+        return block
+    with np.errstate(invalid="ignore", over="ignore"):
+        stored = block.astype(target)
+        lost = np.flatnonzero(stored.astype(block.dtype) != block)
+    if lost.size:
+        row = int(lost[0])
+        msg = (f"OUT holds its {name} labels as {target}, which cannot hold the label "
+               f"{block[row].item()!r} at row {start + row} of the rows being written (it would "
+               f"be stored as {stored[row].item()!r}); rewrite OUT once (streamproj project ... "
+               "--overwrite, or one run with [output] mode = \"rewrite\")")
+        raise InputError(msg)
+    return stored
 
 
 def _text_block(block, name, target=None, block_info=None):

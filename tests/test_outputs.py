@@ -623,3 +623,38 @@ def test_text_labels_appended_to_numeric_ones_are_refused_and_out_untouched(tmp_
                                tmp_path / "o.zarr", mode="append", features=["x0", "x1", "x2"]
                                if new.endswith("parquet") else None)
         assert tree(tmp_path / "o.zarr") == before
+
+
+def test_labels_an_output_cannot_hold_exactly_are_refused_and_out_untouched(tmp_path):
+    """0.5 onto int64 labels was stored as 0; labels it holds exactly (1.0 as 1) are appended."""
+    X, y = make_classes(n=600, p=3, k=2, seed=9)
+    write_zarr(tmp_path / "a.zarr", X[:200], y[:200], chunk_rows=70)
+    write_zarr(tmp_path / "half.zarr", X[200:400], y[200:400] + 0.5, chunk_rows=70)
+    write_zarr(tmp_path / "whole.zarr", X[400:], y[400:].astype(np.float64), chunk_rows=70)
+    jobs.fit_model(str(tmp_path / "a.zarr"), tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
+    before = tree(tmp_path / "o.zarr")
+    with pytest.raises(sp.errors.InputError, match=r"OUT holds its y labels as int64, which cannot "
+                                                   r"hold the label [01]\.5 at row \d+ of the rows "
+                                                   r"being written \(it would be stored as [01]\)"):
+        jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / "half.zarr")],
+                           tmp_path / "o.zarr", mode="append")
+    assert tree(tmp_path / "o.zarr") == before
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / "whole.zarr")],
+                       tmp_path / "o.zarr", mode="append")
+    stored = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")["y"]
+    assert stored.dtype == np.int64
+    np.testing.assert_array_equal(stored[:], np.concatenate([y[:200], y[400:]]))
+
+
+def test_a_label_chunk_is_stored_exactly_or_refused_by_row():
+    from streamproj.outputs import _numbers_block
+
+    info = [{"array-location": [(100, 103)]}]
+    assert _numbers_block(np.array([1.0, 0.0, 1.0]), "y", np.int64, info).dtype == np.int64
+    with pytest.raises(sp.errors.InputError, match=r"cannot hold the label 9007199254740993 at "
+                                                   r"row 102 .*stored as 9007199254740992"):
+        _numbers_block(np.array([1, 2, 2**53 + 1]), "y", np.float64, info)
+    with pytest.raises(sp.errors.InputError, match=r"as int8, .* label 300 at row 101"):
+        _numbers_block(np.array([1, 300, 2]), "predicted", np.int8, info)
+    assert _numbers_block(np.array([3, 4]), "y", np.int64).dtype == np.int64
