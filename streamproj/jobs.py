@@ -16,6 +16,7 @@ again (never subtracted).
 """
 
 import contextlib
+import dataclasses
 import fnmatch
 import os
 import re
@@ -212,6 +213,37 @@ def _check_features(src, model, model_path):
         raise IncompatibleStatsError(msg)
 
 
+def _match_columns(srcs, model, model_path):
+    """Put each table's feature columns in the model's order, by name, in the list ``srcs``.
+
+    Parquet, CSV and xarray inputs name their columns: a file whose columns are
+    the model's in another order (or with others beside them) is read in the
+    model's order, and one lacking a column the model was fitted on is
+    refused, rather than its columns being taken by position (which weighs the
+    wrong features, silently). Models fitted on unnamed columns (Zarr, HDF5:
+    ``x0, x1, …``) and unnamed inputs match by position, as before.
+    """
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:
+        return
+    names = [str(n) for n in names]
+    if names == [f"x{i}" for i in range(len(names))]:  # positions, not names
+        return
+    for at, src in enumerate(srcs):
+        if src.kind not in _NAMED_KINDS or list(src.feature_names) == names:
+            continue
+        missing = [n for n in names if n not in src.feature_names]
+        if missing:
+            msg = (f"{src.names[0]} has no column {missing[0]!r}, one of the "
+                   f"{len(names)} that model {model_path} was fitted on "
+                   f"({sources.listing(names)}); it has {sources.listing(src.feature_names)}: "
+                   "give the inputs the model's columns (their order may differ)")
+            raise InputError(msg)
+        where = [src.feature_names.index(n) for n in names]
+        srcs[at] = dataclasses.replace(src, X=src.X[:, where], feature_names=tuple(names),
+                                       x=tuple(names))
+
+
 def _plain(stats):
     """A copy of a summary without batch stamps: sources merge by the ledger, not by stamps."""
     out = stats.copy()
@@ -245,9 +277,12 @@ def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n
                              n_classes=n_classes)
 
 
+_NAMED_KINDS = ("parquet", "csv", "xarray")  # inputs whose columns have names
+
+
 def _named_columns(src):
     """Feature names worth naming in an error: the columns or variables of a table or dataset."""
-    return src.feature_names if src.kind in ("parquet", "csv", "xarray") else None
+    return src.feature_names if src.kind in _NAMED_KINDS else None
 
 
 def _finish(src, result):
@@ -479,6 +514,7 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     """
     record, summaries = _read(model_path)
     old = BoundaryProjector.from_state(record)
+    _match_columns(srcs, old, model_path)
     entries = [dict(e) for e in record.meta.get("sources", [])]
     evicted = record.meta.get("evicted_sources", [])
     work, reports = [], []
@@ -846,6 +882,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
+    _match_columns(srcs, model, model_path)
     for src in srcs:
         _check_features(src, model, model_path)
     state = None if mode == "rewrite" else _output_state(out)
@@ -916,6 +953,9 @@ def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks
                 msg = (f"cannot rewrite {out} in the model's frame: {entry['url']} has "
                        f"{src.n_rows} rows but {out} holds {entry['rows']} of it")
                 raise InputError(msg)
+            held = [src]
+            _match_columns(held, model, model_path)
+            src = held[0]
             _check_features(src, model, model_path)
         out_srcs.append(src)
     return out_srcs + [s for s in srcs if ledger.key_of(s.key()) in given]

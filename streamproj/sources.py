@@ -63,7 +63,7 @@ from .validation import (
     text_labels_block,
 )
 
-__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "open_source", "open_sources",
+__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "listing", "open_source", "open_sources",
            "recorded_options"]
 
 KINDS = ("zarr", "parquet", "csv", "hdf5", "xarray")
@@ -431,8 +431,8 @@ def open_sources(paths: str | os.PathLike | Iterable[str | os.PathLike], x: str 
         if out and src.feature_names != out[0].feature_names:
             first = out[0]
             msg = (f"{src.names[0]} has {src.n_features} features "
-                   f"({_listing(src.feature_names)}) but {first.names[0]} has {first.n_features} "
-                   f"({_listing(first.feature_names)}); every input must have the same features")
+                   f"({listing(src.feature_names)}) but {first.names[0]} has {first.n_features} "
+                   f"({listing(first.feature_names)}); every input must have the same features")
             raise InputError(msg)
         out.append(src)
     return out
@@ -542,7 +542,7 @@ class _Ctx:
         return _is_local_fs(self.fs)
 
 
-def _listing(names):
+def listing(names: Iterable[Any]) -> str:
     """``a, b, c`` — at most a screenful of names."""
     names = list(names)
     shown = ", ".join(map(str, names[:_LISTED]))
@@ -596,7 +596,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
     if label in columns:
         lab = label
     elif label_given or require_y:
-        msg = (f"{where} has no label {what} {label!r} ({plural}: {_listing(columns)}); "
+        msg = (f"{where} has no label {what} {label!r} ({plural}: {listing(columns)}); "
                f"name it with --label")
         raise InputError(msg)
     else:
@@ -607,14 +607,14 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
         items = [s.strip() for s in features.split(",")] if isinstance(features, str) else list(features)
         chosen = []
         for item in items:
-            if _GLOB.search(item):
+            if _GLOB.search(item) and item not in columns:  # a name as written wins ("x[0]")
                 hits = [c for c in columns if fnmatch.fnmatchcase(c, item) and c != label]
                 if not hits:
                     msg = (f"{where}: the feature pattern {item!r} matches no {what} "
-                           f"({plural}: {_listing(columns)})")
+                           f"({plural}: {listing(columns)})")
                     raise InputError(msg)
             elif item not in columns:
-                msg = (f"{where} has no {what} {item!r} ({plural}: {_listing(columns)}); "
+                msg = (f"{where} has no {what} {item!r} ({plural}: {listing(columns)}); "
                        "name the features with --features")
                 raise InputError(msg)
             elif item == label:
@@ -624,7 +624,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
                 hits = [item]
             chosen += [c for c in hits if c not in chosen]
     if not chosen:
-        msg = (f"{where} has no feature {plural} ({plural}: {_listing(columns)}); "
+        msg = (f"{where} has no feature {plural} ({plural}: {listing(columns)}); "
                "name them with --features")
         raise InputError(msg)
     for name in chosen:
@@ -818,7 +818,7 @@ def _open_parquet(ctx, features, label, label_given):
     for _f, shown, sch, _ in footers:
         for name in [*cols, *([lab] if lab else [])]:
             if name not in sch.names:
-                msg = (f"{shown} has no column {name!r} (columns: {_listing(sch.names)}); "
+                msg = (f"{shown} has no column {name!r} (columns: {listing(sch.names)}); "
                        "every file of a Parquet folder needs the same columns")
                 raise InputError(msg)
             if name != lab and not _arrow_numeric(sch.field(name).type):
@@ -1078,7 +1078,7 @@ def _h5_dataset(f, where, path, flag):
     found = sorted(k for k, v in parent.items() if isinstance(v, h5py.Dataset)) \
         if isinstance(parent, h5py.Group) else []
     what = "a group, not a dataset" if isinstance(obj, h5py.Group) else "no such dataset"
-    msg = (f"{where}:{path}: {what} (datasets in {posixpath.dirname(path)}: {_listing(found)}); "
+    msg = (f"{where}:{path}: {what} (datasets in {posixpath.dirname(path)}: {listing(found)}); "
            f"name the right one with {flag} or file.h5:/group/X")
     raise InputError(msg)
 
@@ -1124,7 +1124,7 @@ def _open_xarray(ctx, x, features, label, label_given):
         raise InputError(msg)
     if features is None:
         if x not in variables:
-            msg = (f"{ctx.base} has no variable {x!r} (variables: {_listing(variables)}); name "
+            msg = (f"{ctx.base} has no variable {x!r} (variables: {listing(variables)}); name "
                    "the 2-D feature variable with --x, or 1-D ones with --features")
             raise InputError(msg)
         var = ds[x]

@@ -98,3 +98,50 @@ def test_a_job_refuses_a_foreign_output_before_it_writes_the_model(tmp_path):
         jobs.run_job(_job(tmp_path, tmp_path / "d.zarr", home, overwrite=True))
     assert not (tmp_path / "m").exists()
     assert (home / "thesis" / "ch1.tex").read_text() == "years"
+
+
+def test_table_columns_are_matched_to_the_model_by_name_not_position(tmp_path):
+    """A Parquet/CSV file with the model's columns in another order was read by position."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from streamproj.config import load_config
+
+    X, y = make_classes(n=900, p=4, k=2, seed=4)
+    X = X * [1.0, 2.0, 3.0, 4.0]
+    frame = pd.DataFrame(X, columns=list("abcd")).assign(label=y)
+    frame[:300].to_parquet(tmp_path / "abcd.parquet")
+    (tmp_path / "in").mkdir()
+    frame[300:600][["d", "label", "b", "a", "c"]].assign(extra=1.0).to_parquet(
+        tmp_path / "in" / "day-1.parquet")
+    frame[600:][["c", "a", "d", "b", "label"]].to_csv(tmp_path / "in" / "day-2.csv", index=False)
+    jobs.fit_model(str(tmp_path / "abcd.parquet"), tmp_path / "m", label="label")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "abcd.parquet")], tmp_path / "o.zarr",
+                       label="label")
+    # project: the reordered file (with a column more) is read in the model's order
+    first = sp.load(tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "in" / "day-1.parquet")],
+                       tmp_path / "o1.zarr", label="label", features=["d", "b", "a", "c"])
+    got = zarr.open_group(str(tmp_path / "o1.zarr"), mode="r")["projection"][:]
+    np.testing.assert_allclose(got, first.transform(frame[list("abcd")][300:600]), rtol=1e-13,
+                               atol=1e-12)
+    # update and a nightly one-pass run: the same model as one fit of the rows
+    jobs.update_model(tmp_path / "m", [str(tmp_path / "in" / "day-1.parquet")], label="label")
+    config = tmp_path / "job.toml"
+    config.write_text(f'[input]\npaths = ["{tmp_path / "in"}/day-2.csv"]\nlabel = "label"\n'
+                      f'[model]\npath = "{tmp_path / "m"}"\nmode = "auto"\n'
+                      f'[output]\npath = "{tmp_path / "o.zarr"}"\nmode = "append"\n')
+    update, project = jobs.run_job(load_config(config))["steps"]
+    assert update["rows_added"] == 300
+    assert project["one_read"] is True
+    assert project["rows_written"] == 300
+    whole = sp.BoundaryProjector().fit(X, y)
+    model = sp.load(tmp_path / "m")
+    np.testing.assert_allclose(model.coef_, whole.coef_, rtol=1e-10)
+    out = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")["projection"][:]
+    np.testing.assert_allclose(out[300:], first.transform(frame[list("abcd")][600:]), rtol=1e-13,
+                               atol=1e-12)
+    # a file lacking one of the model's columns is refused, naming it
+    frame.rename(columns={"a": "zzz"}).to_parquet(tmp_path / "renamed.parquet")
+    with pytest.raises(sp.errors.InputError, match=r"renamed\.parquet.* has no column 'a', one of "
+                                                   r"the 4 that model .* was fitted on \(a, b, c, d\)"):
+        jobs.update_model(tmp_path / "m", [str(tmp_path / "renamed.parquet")], label="label")

@@ -592,3 +592,13 @@ def test_bytes_labels_given_in_python_are_kept_as_bytes_through_a_save(tmp_path,
     assert back.classes_.tolist() == [b"cat", b"dog", b"\xff"]
     np.testing.assert_array_equal(back.predict(X), model.predict(X))
     assert back.model_id_ == model.model_id_
+
+
+def test_a_feature_named_as_written_wins_over_the_pattern_it_spells(tmp_path, data):
+    X, y = data
+    frame = pd.DataFrame({"x[0]": X[:, 0], "x0": X[:, 1], "x[1]": X[:, 2], "label": y})
+    _parquet(tmp_path / "b.parquet", frame)
+    src = sources.open_source(tmp_path / "b.parquet", features=["x[1]", "x[0]"], label="label")
+    assert src.feature_names == ("x[1]", "x[0]")
+    np.testing.assert_array_equal(src.X.compute(), X[:, [2, 0]])
+    assert sources.open_source(tmp_path / "b.parquet", features="x*", label="label").n_features == 3
