@@ -679,6 +679,10 @@ def _labels(values, where, label, offset, y_dtype):
                    f"{y_dtype} (the labels' type across the source, some of them floats) cannot "
                    "hold exactly; give the labels one type")
             raise InputError(msg)
+    if y_dtype.kind == "b" and values.dtype.kind in "OUS":
+        # booleans read as text in a block (one cell of it is not a boolean): numpy would
+        # call every non-empty text True
+        return _text_booleans(values, where, label, offset)
     try:
         return values.astype(y_dtype, casting="same_kind" if values.dtype.kind in "fc" else "unsafe")
     except (TypeError, ValueError):
@@ -687,6 +691,25 @@ def _labels(values, where, label, offset, y_dtype):
         msg = (f"{where}: the label {label!r} is {listed[row]!r} at row {offset + row}, but "
                f"the labels before it are {y_dtype}; one source needs one label type")
         raise InputError(msg) from None
+
+
+_BOOLEANS = {"True": True, "TRUE": True, "true": True, "False": False, "FALSE": False,
+             "false": False}  # the spellings pandas reads as booleans
+
+
+def _text_booleans(values, where, label, offset):
+    """Booleans spelled as text, as pandas reads them; any other value names its row."""
+    listed = values.tolist()
+    out = np.empty(len(listed), dtype=bool)
+    for i, value in enumerate(listed):
+        held = _BOOLEANS.get(value) if isinstance(value, str) else (
+            value if isinstance(value, bool | np.bool_) else None)
+        if held is None:
+            msg = (f"{where}: the label {label!r} is {value!r} at row {offset + i}, but the "
+                   "labels before it are bool; one source needs one label type")
+            raise InputError(msg)
+        out[i] = held
+    return out
 
 
 def _first_not_of(values, dtype):
@@ -966,16 +989,16 @@ def _open_csv(ctx, features, label, label_given):
                   x=tuple(cols), label=lab, names=names)
 
 
-def _csv_frame(data, first, columns, usecols):
+def _csv_frame(data, first, columns, usecols, dtype=None):
     """Parse one block of CSV bytes (the first holds the header) into a DataFrame."""
     import pandas as pd
 
     # low_memory=False: one type per column for the whole block (pandas would otherwise infer
     # types piece by piece and warn "mixed types" on stderr, beside the one error line)
     if first:
-        return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False)
+        return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype)
     return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
-                       low_memory=False)
+                       low_memory=False, dtype=dtype)
 
 
 def _count_csv_rows(data, first, columns):
@@ -1007,8 +1030,11 @@ def _read_csv_rows(data, first, columns, features, where, offset):
 
 def _read_csv_labels(data, first, columns, label, dtype, where, offset):
     """One chunk of y: the label column of one block of CSV bytes."""
-    frame = _csv_frame(data, first, columns, [label])
-    return _labels(frame[label].to_numpy(), where, label, offset, np.dtype(dtype))
+    dtype = np.dtype(dtype)
+    # text labels are read as text in every block: pandas would guess each block's type
+    # again, and a block without "A12" would turn "007" into 7
+    frame = _csv_frame(data, first, columns, [label], {label: str} if dtype.kind == "O" else None)
+    return _labels(frame[label].to_numpy(), where, label, offset, dtype)
 
 
 # --------------------------------------------------------------------- hdf5

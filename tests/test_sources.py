@@ -602,3 +602,26 @@ def test_a_feature_named_as_written_wins_over_the_pattern_it_spells(tmp_path, da
     assert src.feature_names == ("x[1]", "x[0]")
     np.testing.assert_array_equal(src.X.compute(), X[:, [2, 0]])
     assert sources.open_source(tmp_path / "b.parquet", features="x*", label="label").n_features == 3
+
+
+def test_csv_labels_keep_one_type_in_every_block(tmp_path):
+    """pandas guessed each block's type again: "007" became 7 where no "A12" was near."""
+    n = 3000
+    rng = np.random.default_rng(2)
+    codes = np.where(rng.random(n) < 0.5, "007", "010").astype(object)
+    codes[:200] = "A12"  # only in the first block: the file's labels are text
+    flags = np.where(rng.random(n) < 0.5, "True", "False").astype(object)
+    frame = pd.DataFrame({"a": rng.normal(size=n), "code": codes, "flag": flags})
+    frame.to_csv(tmp_path / "codes.csv", index=False)
+    src = sources.open_source(tmp_path / "codes.csv", features=["a"], label="code", chunk_rows=100)
+    assert src.X.numblocks[0] > 5
+    assert sorted(set(src.y.compute().tolist())) == ["007", "010", "A12"]
+    # booleans: a block holding a stray word is refused at its row, not read as all True
+    assert sources.open_source(tmp_path / "codes.csv", features=["a"], label="flag",
+                               chunk_rows=100).y.compute().tolist() == (flags == "True").tolist()
+    frame.loc[2500, "flag"] = "unknown"
+    frame.to_csv(tmp_path / "codes.csv", index=False)
+    src = sources.open_source(tmp_path / "codes.csv", features=["a"], label="flag", chunk_rows=100)
+    with pytest.raises(InputError, match=r"the label 'flag' is 'unknown' at row 2500, but the "
+                                         r"labels before it are bool"):
+        src.y.compute()
