@@ -77,8 +77,48 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
         "predicted": (predicted, ("row",)),
     }
     if y is not None:
-        arrays["y"] = (as_dask_labels(y, X.chunks[0], names), ("row",))
+        labels = as_dask_labels(y, X.chunks[0], names)
+        arrays["y"] = (_like_classes(labels, model.classes_, names[1]), ("row",))
     return arrays
+
+
+def _label_kind(dtype):
+    return "text" if dtype.kind in "USOT" else "booleans" if dtype.kind == "b" else "numbers"
+
+
+def _like_classes(labels, classes, name):
+    """``labels`` when they are of the classes' kind (text, booleans, numbers); else refused.
+
+    Integer labels 0/1 beside the text classes "0"/"1" would store a ``y`` that
+    ``predicted`` never equals (0 % accuracy in every report). Labels typed per
+    chunk (object: Parquet, CSV) are checked chunk by chunk.
+    """
+    classes = np.asarray(classes)
+    want = (_label_kind(classes.dtype), ", ".join(map(repr, classes[:3].tolist()))
+            + (", …" if classes.size > 3 else ""))
+    if labels.dtype.kind == "O":
+        return labels.map_blocks(_kind_block, want, name, dtype=object,
+                                 meta=np.empty((0,), dtype=object))
+    _check_kind(_label_kind(labels.dtype), want, name, str(labels.dtype))
+    return labels
+
+
+def _kind_block(block, want, name, block_info=None):
+    block = np.asarray(block)
+    if block.size:  # a chunk holds one type (mixed ones are refused where they are stored)
+        first = block[0]
+        kind = ("text" if isinstance(first, str | bytes) else
+                "booleans" if isinstance(first, bool | np.bool_) else "numbers")
+        start = block_info[0]["array-location"][0][0] if block_info else 0
+        _check_kind(kind, want, name, f"{first!r} at row {start}")
+    return block
+
+
+def _check_kind(kind, want, name, what):
+    if kind != want[0]:
+        msg = (f"{name} holds {kind} ({what}) but the model's classes are {want[0]} ({want[1]}): "
+               "y and predicted would never be equal; give labels of the model's type")
+        raise InputError(msg)
 
 
 def axis_names(model):

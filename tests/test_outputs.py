@@ -658,3 +658,30 @@ def test_a_label_chunk_is_stored_exactly_or_refused_by_row():
     with pytest.raises(sp.errors.InputError, match=r"as int8, .* label 300 at row 101"):
         _numbers_block(np.array([1, 300, 2]), "predicted", np.int8, info)
     assert _numbers_block(np.array([3, 4]), "y", np.int64).dtype == np.int64
+
+
+def test_labels_of_another_kind_than_the_classes_are_refused(tmp_path):
+    """Int labels 0/1 projected by a model of text classes "0"/"1": y never equalled predicted."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=400, p=3, k=2, seed=10)
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
+    frame.assign(label=y.astype(str)).to_parquet(tmp_path / "text.parquet", row_group_size=70)
+    frame.assign(label=y == 1).to_parquet(tmp_path / "bool.parquet", row_group_size=70)
+    write_zarr(tmp_path / "int.zarr", X, y, chunk_rows=70)
+    jobs.fit_model(str(tmp_path / "text.parquet"), tmp_path / "mt", label="label")
+    jobs.fit_model(str(tmp_path / "int.zarr"), tmp_path / "mi")
+    cases = [("mt", "int.zarr", {}, r"int\.zarr/y holds numbers \(int64\) but the model's classes "
+                                    r"are text \('0', '1'\)"),
+             ("mi", "text.parquet", {"label": "label"}, r"holds text \('[01]' at row \d+\) but the "
+                                                        r"model's classes are numbers \(0, 1\)"),
+             ("mi", "bool.parquet", {"label": "label"}, r"holds booleans \(bool\)")]
+    for model, data, options, message in cases:
+        with pytest.raises(sp.errors.InputError, match=message):
+            jobs.project_model(tmp_path / model, [str(tmp_path / data)], tmp_path / "o.zarr",
+                               **options)
+        assert not (tmp_path / "o.zarr").exists()
+    jobs.project_model(tmp_path / "mt", [str(tmp_path / "text.parquet")], tmp_path / "o.zarr",
+                       label="label")
+    out = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
+    assert np.mean(out["y"][:] == out["predicted"][:]) > 0.8
