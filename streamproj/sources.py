@@ -60,6 +60,7 @@ from .validation import (
     as_dask_labels,
     as_dask_rows,
     check_matrix,
+    text_labels,
     text_labels_block,
 )
 
@@ -1080,12 +1081,12 @@ def _open_hdf5(ctx, inner, x, y):
     rows = _target_rows(p, ctx.chunk_rows, unit if not ctx.chunk_rows else 1)
     starts = list(range(0, n, rows))
     lengths = [min(a + rows, n) - a for a in starts]
-    X = _lazy_array(_read_hdf5_rows, [(fs, ctx.path, xpath, a, a + m, False)
+    X = _lazy_array(_read_hdf5_rows, [(fs, ctx.path, xpath, a, a + m, None)
                                       for a, m in zip(starts, lengths, strict=True)],
                     lengths, (p,), x_dtype, f"streamproj-read-hdf5-{ctx.url}:{xpath}")
     Y = None
     if label is not None and y_dtype is not None:
-        text = y_dtype.kind == "O"
+        text = names[1] if y_dtype.kind == "O" else None
         Y = _lazy_array(_read_hdf5_rows, [(fs, ctx.path, label, a, a + m, text)
                                           for a, m in zip(starts, lengths, strict=True)],
                         lengths, (), y_dtype, f"streamproj-read-hdf5-{ctx.url}:{label}")
@@ -1109,11 +1110,21 @@ def _h5_dataset(f, where, path, flag):
     raise InputError(msg)
 
 
-def _read_hdf5_rows(fs, path, dataset, start, stop, text):
-    """Rows ``start:stop`` of one HDF5 dataset; the file is opened by this task and closed."""
+def _read_hdf5_rows(fs, path, dataset, start, stop, text=None):
+    """Rows ``start:stop`` of one HDF5 dataset; the file is opened by this task and closed.
+
+    ``text``: the labels' name when the dataset holds strings. They are decoded
+    as UTF-8 whatever the dataset's declared encoding (h5py stores numpy bytes
+    as "ASCII" even when they hold UTF-8), and one that is not names its row.
+    """
     with _h5_open(fs, path) as f:
-        ds = f[dataset]
-        return ds.asstr()[start:stop].astype(object) if text else ds[start:stop]
+        raw = f[dataset][start:stop]
+    if not text:
+        return raw
+    if raw.dtype.kind == "O":  # variable-length strings: bytes (or str) objects
+        raw = np.array([v if isinstance(v, bytes) else str(v).encode() for v in raw.tolist()],
+                       dtype="S") if raw.size else raw.astype("S1")
+    return text_labels(raw, start, text).astype(object)
 
 
 # ------------------------------------------------------------------- xarray

@@ -625,3 +625,27 @@ def test_csv_labels_keep_one_type_in_every_block(tmp_path):
     with pytest.raises(InputError, match=r"the label 'flag' is 'unknown' at row 2500, but the "
                                          r"labels before it are bool"):
         src.y.compute()
+
+
+def test_hdf5_text_labels_are_utf8_whatever_their_declared_encoding(tmp_path, data, capsys):
+    """h5py stores numpy bytes as 'ASCII' strings; UTF-8 in them crashed the fit (exit 1)."""
+    X, y = data
+    names = np.array(["café", "naïve", "cat"])[y]
+    utf8 = np.array([s.encode("utf-8") for s in names])
+    with h5py.File(tmp_path / "t.h5", "w") as f:
+        f["X"] = X
+        f["fixed"] = utf8
+        f.create_dataset("vlen", data=names.astype(object), dtype=h5py.string_dtype())
+        bad = utf8.copy()
+        bad[321] = b"\xffcat"
+        f["bad"] = bad
+    for y_name in ("fixed", "vlen"):
+        src = sources.open_source(f"{tmp_path / 't.h5'}:/X", y=y_name, chunk_rows=100)
+        assert src.y.compute().tolist() == names.tolist()
+    assert main(["fit", f"{tmp_path / 't.h5'}:/X", "--y", "fixed", "--model", str(tmp_path / "m")]) == 0
+    assert sp.load(tmp_path / "m").classes_.tolist() == ["café", "cat", "naïve"]
+    capsys.readouterr()
+    assert main(["fit", f"{tmp_path / 't.h5'}:/X", "--y", "bad", "--model", str(tmp_path / "m2")]) == 2
+    assert re.search(r"t\.h5:/bad label b'\\xffcat' at row 321 is not UTF-8 text$",
+                     one_error_line(capsys))
+    assert not (tmp_path / "m2").exists()
