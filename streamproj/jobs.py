@@ -566,11 +566,17 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     base = {"command": "update", "model": str(model_path), "sources": reports,
             "evicted": [e["url"] for e in evicted]}
     if not batches and not evicted:
-        held = sum(r["rows_skipped"] for r in reports)
+        held = sum(r["rows_skipped"] for r in reports if r["status"] != "evicted before")
+        gone = [r["url"] for r in reports if r["status"] == "evicted before"]
+        said = [f"all {held} rows were merged before"] if held or not gone else []
+        if gone:  # forgotten, or out of the window: a glob still matching them merges nothing
+            one = len(gone) == 1
+            said.append(f"{len(gone)} source{'' if one else 's'} {'was' if one else 'were'} removed "
+                        f"from the model before (forget, or its window) and {'is' if one else 'are'} "
+                        "not merged again")
         return {**base, "status": "unchanged", "version": meta["version"], "rows_added": 0,
                 "n_samples": stats.n_samples, "drift_deg": 0.0,
-                "message": f"{', '.join(s.spec for s in srcs)}: all {held} rows were merged "
-                           "before; model unchanged",
+                "message": f"{', '.join(s.spec for s in srcs)}: {'; '.join(said)}; model unchanged",
                 "timings": clock.report(), "versions": _versions(meta["version"])}, old
     new = BoundaryProjector.from_state(record)
     with clock("solve"), _context(srcs[0].spec):

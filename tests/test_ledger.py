@@ -94,6 +94,10 @@ def test_a_glob_does_not_merge_back_what_the_window_evicted(days):
     assert {s["url"].rsplit("/", 1)[1]: s["status"] for s in again["sources"]} == {
         "day-0.zarr": "evicted before", "day-1.zarr": "evicted before",
         "day-2.zarr": "skipped", "day-3.zarr": "skipped"}
+    # the message counts the rows merged before apart from the sources removed before
+    assert again["message"].endswith(f": all {2 * 300} rows were merged before; 2 sources were "
+                                     "removed from the model before (forget, or its window) and "
+                                     "are not merged again; model unchanged")
     assert_fit_on(d / "m", X[rows(2, 3)], y[rows(2, 3)])
     # the next day arrives: merged, the oldest kept one evicted, the evicted ones stay out
     nxt = jobs.update_model(d / "m", str(d / "day-*.zarr"), keep_last=2)
