@@ -274,8 +274,12 @@ def _describe_project(report):
     if action == "unchanged":
         return f"{report['output']} unchanged: it holds all {report['rows']:,} rows already"
     if action == "appended":
-        return (f"appended {report['rows_written']:,} rows to {report['output']} in its frame "
+        text = (f"appended {report['rows_written']:,} rows to {report['output']} in its frame "
                 f"(drift {report['drift_deg']:.4g}°); {report['rows']:,} rows in all")
+        if report.get("labels_not_stored"):
+            text += ("; their labels are not stored, as OUT has no y (rewrite it with --overwrite "
+                     "to keep labels)")
+        return text
     others = [n for n in report.get("arrays", ["projection", "predicted"]) if n != "projection"]
     text = (f"wrote {report['output']}: projection ({report['rows']:,} x {report['n_components']}), "
             + ", ".join(others))

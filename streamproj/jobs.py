@@ -1042,8 +1042,11 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
                 new_attrs = grown_attrs()
                 group.attrs["streamproj"] = new_attrs
     at = new_attrs["rows"]
-    return {"status": "projected", "output_action": "appended", "rows": at,
-            "rows_written": at - n_old, "sources": reports}
+    report = {"status": "projected", "output_action": "appended", "rows": at,
+              "rows_written": at - n_old, "sources": reports}
+    if Y is not None and "y" not in state["arrays"]:
+        report["labels_not_stored"] = True  # OUT was written without y: said, not dropped silently
+    return report
 
 
 # ------------------------------------------------------------------- info

@@ -345,3 +345,20 @@ def test_json_errors_are_one_object_on_stdout_and_one_line_on_stderr(tmp_path, c
     assert rep["command"] == argv[0]
     assert rep["exit_code"] == 2
     assert rep["error"] == err[0].removeprefix("streamproj: error: ")
+
+
+def test_an_append_of_labelled_rows_onto_an_output_without_labels_says_so(tmp_path, capsys):
+    X, y = make_classes(n=400, p=3, k=2, seed=12)
+    write_zarr(tmp_path / "bare.zarr", X[:200])
+    write_zarr(tmp_path / "labelled.zarr", X[200:], y[200:])
+    write_zarr(tmp_path / "fit.zarr", X, y)
+    assert main(["fit", str(tmp_path / "fit.zarr"), "--model", str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "bare.zarr"),
+                 "--output", str(tmp_path / "o.zarr")]) == 0
+    capsys.readouterr()
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "bare.zarr"),
+                 str(tmp_path / "labelled.zarr"), "--output", str(tmp_path / "o.zarr"),
+                 "--append"]) == 0
+    said = capsys.readouterr().out
+    assert "appended 200 rows" in said
+    assert "their labels are not stored, as OUT has no y" in said
