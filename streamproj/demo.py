@@ -16,9 +16,9 @@ import numpy as np
 import zarr
 
 from . import jobs, solvers, store
-from .errors import OutputExistsError
+from .errors import OutputExistsError, StreamprojError
 from .estimator import load
-from .plot import is_view
+from .plot import is_ours
 
 __all__ = ["check_demo_folder", "coin_chunk", "describe", "run_demo", "write_coin"]
 
@@ -98,28 +98,47 @@ def check_demo_folder(directory):
         msg = f"demo {data} also holds {inside.as_posix()}, which the demo did not write; {left}"
         raise OutputExistsError(msg)
     if model_dir.is_symlink() or (model_dir.exists() and not (
-            model_dir.is_dir() and (store.model_exists(model_dir) or not any(model_dir.iterdir())))):
-        msg = f"demo {model_dir} exists and is not a streamproj model directory; {left}"
+            model_dir.is_dir() and (_is_demo_model(model_dir, data)
+                                    or not any(model_dir.iterdir())))):
+        msg = f"demo {model_dir} exists and is not a model an earlier demo fitted there; {left}"
         raise OutputExistsError(msg)
     kind = "foreign" if coords.is_symlink() else store.local_kind(coords)
-    if kind == "foreign":
-        msg = f"demo {coords} exists and is not a streamproj output; {left}"
+    if kind == "foreign" or (kind == "streamproj" and not _is_demo_output(coords, data, model_dir)):
+        msg = f"demo {coords} exists and is not a projection an earlier demo wrote there; {left}"
         raise OutputExistsError(msg)
     inside = store.foreign_inside(coords, store.OUTPUT_NODES) if kind == "streamproj" else None
     if inside is not None:
         msg = f"demo {coords} also holds {inside.as_posix()}, which streamproj did not write; {left}"
         raise OutputExistsError(msg)
-    for path, what in ((figure, "a PNG"), (view_file, "a streamproj view")):
-        if path.is_symlink() or path.is_dir():
-            msg = f"demo {path} exists and is not {what}; {left}"
+    for path, what in ((figure, "a figure"), (view_file, "a view")):
+        if path.is_symlink() or path.is_dir() or (path.exists() and not is_ours(path)):
+            msg = f"demo {path} exists and is not {what} streamproj wrote; {left}"
             raise OutputExistsError(msg)
-        if path.exists():
-            with open(path, "rb") as f:
-                head = f.read(1024)
-            ours = head.startswith(b"\x89PNG") if path.suffix == ".png" else is_view(head)
-            if not ours:
-                msg = f"demo {path} exists and is not {what}; {left}"
-                raise OutputExistsError(msg)
+
+
+def _is_demo_model(model_dir, data):
+    """True for a model fitted on exactly this folder's demo data (what an earlier demo left)."""
+    try:
+        meta = store.read_record(model_dir).meta
+    except (StreamprojError, OSError):
+        return False
+    return _only_source(meta.get("sources"), data)
+
+
+def _is_demo_output(coords, data, model_dir):
+    """True for a projection of this folder's demo data by its demo model."""
+    try:
+        meta = store.open_output(coords).attrs.get("streamproj", {})
+    except (StreamprojError, OSError):
+        return False
+    made_by = meta.get("model_path")
+    return (_only_source(meta.get("sources"), data) and isinstance(made_by, str)
+            and Path(made_by).expanduser().resolve() == model_dir.resolve())
+
+
+def _only_source(entries, data):
+    urls = [e.get("url") for e in entries or [] if isinstance(e, dict)]
+    return len(urls) == 1 and isinstance(urls[0], str) and urls[0] == str(data.resolve())
 
 
 def _targets(directory):
@@ -145,10 +164,10 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
     jobs.project_model(model_dir, data, coords, overwrite=True, progress=progress)
     t3 = time.perf_counter()
     model = load(model_dir)
-    from .plot import draw_output, view_output
+    from .plot import draw_output, save_figure, view_output
 
     fig = draw_output(coords, model, compare_pca="raw")
-    fig.savefig(figure, dpi=fig.dpi)
+    save_figure(fig, figure)
     t4 = time.perf_counter()
     view_output(coords).save(view_file)
     t5 = time.perf_counter()

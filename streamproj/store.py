@@ -56,6 +56,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -1234,12 +1235,16 @@ def write_bytes(url, data):
         with _remote_errors(str(url)):
             fs.pipe_file(path, bytes(data))
         return url
-    dest = _local_path(url)
+    # through a symlink to its target (the link stays), keeping the file's permissions
+    dest = Path(os.path.realpath(_local_path(url)))
     with storage_errors(str(url)):
         dest.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(dest.stat().st_mode) if dest.exists() else None
         tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"
         try:
-            tmp.write_bytes(bytes(data))
+            tmp.write_bytes(data)
+            if mode is not None:
+                os.chmod(tmp, mode)
             os.replace(tmp, dest)
         finally:
             if tmp.exists():

@@ -422,16 +422,56 @@ def test_plot_refuses_a_model_that_did_not_write_the_output(projected, capsys):
     assert not (d / "c.png").exists()
 
 
-def test_plot_replaces_its_own_view_and_webp_but_no_other_html(projected, capsys):
+def test_plot_replaces_only_what_it_wrote_in_every_format(projected, capsys, tmp_path):
+    """A figure of any type plot writes carries its mark; images of the user's are refused."""
+    import matplotlib.pyplot as plt
+
     d = projected
-    for name in ("v.html", "w.webp"):
-        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 0
-        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 0
+    for suffix in ("html", "png", "pdf", "svg", "eps", "jpg", "tiff", "webp"):
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / f"f.{suffix}")]) == 0
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / f"f.{suffix}")]) == 0
     (d / "mine.html").write_text("<!DOCTYPE html><html>my notes</html>")
+    fig = plt.figure()
+    fig.savefig(d / "mine.png")  # matplotlib's own, not streamproj's
+    plt.close(fig)
+    for name in ("mine.html", "mine.png"):
+        before = (d / name).read_bytes()
+        capsys.readouterr()
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 2
+        assert "exists and is not a figure streamproj wrote" in one_error_line(capsys)
+        assert (d / name).read_bytes() == before
+
+
+def test_a_failed_plot_leaves_the_old_figure_whole_and_keeps_link_and_mode(projected, capsys,
+                                                                          monkeypatch):
+    import os
+    import stat
+
+    from streamproj import store
+
+    d = projected
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "f.png")]) == 0
+    before = (d / "f.png").read_bytes()
+    os.chmod(d / "f.png", 0o600)
+    real_replace = os.replace
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.os, "replace", full_disk)
     capsys.readouterr()
-    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "mine.html")]) == 2
-    assert "exists and is not an image" in one_error_line(capsys)
-    assert (d / "mine.html").read_text() == "<!DOCTYPE html><html>my notes</html>"
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "f.png"), "--size", "900x700"]) == 2
+    assert "No space left on device" in one_error_line(capsys)
+    assert (d / "f.png").read_bytes() == before
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith(".f.png")) == []
+    monkeypatch.setattr(store.os, "replace", real_replace)
+    # through a symlink: the target is replaced, the link and the file's mode stay
+    (d / "link.png").symlink_to(d / "f.png")
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "link.png"), "--size",
+                 "900x700"]) == 0
+    assert (d / "link.png").is_symlink()
+    assert (d / "f.png").read_bytes() != before
+    assert stat.S_IMODE((d / "f.png").stat().st_mode) == 0o600
 
 
 def test_many_classes_from_a_stored_output(tmp_path):
@@ -457,6 +497,14 @@ def _tree(folder):
     return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
 
 
+def _matplotlib_png(path):
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def test_demo_never_replaces_what_it_did_not_write(tmp_path, capsys):
     # each of the five names the demo writes, taken by something of the user's: one line,
     # exit 2, and the folder byte for byte as it was (the checks come before any write)
@@ -469,14 +517,26 @@ def test_demo_never_replaces_what_it_did_not_write(tmp_path, capsys):
          "data.zarr also holds notes.txt"),
         ("a folder of notes", lambda d: ((d / "model").mkdir(),
                                          (d / "model" / "notes.txt").write_text("mine")),
-         "model exists and is not a streamproj model directory"),
+         "model exists and is not a model an earlier demo fitted there"),
+        ("the user's own model", lambda d: (write_zarr(d.parent / f"{d.name}-x.zarr", X, y),
+                                            jobs.fit_model(d.parent / f"{d.name}-x.zarr",
+                                                           d / "model")),
+         "model exists and is not a model an earlier demo fitted there"),
+        ("the user's own projection",
+         lambda d: (write_zarr(d.parent / f"{d.name}-x.zarr", X, y),
+                    jobs.fit_model(d.parent / f"{d.name}-x.zarr", d.parent / f"{d.name}-m"),
+                    jobs.project_model(d.parent / f"{d.name}-m", d.parent / f"{d.name}-x.zarr",
+                                       d / "projection.zarr")),
+         "projection.zarr exists and is not a projection an earlier demo wrote there"),
+        ("a matplotlib PNG", lambda d: _matplotlib_png(d / "demo.png"),
+         "demo.png exists and is not a figure streamproj wrote"),
         ("a folder", lambda d: ((d / "projection.zarr").mkdir(),
                                 (d / "projection.zarr" / "a").write_text("mine")),
-         "projection.zarr exists and is not a streamproj output"),
+         "projection.zarr exists and is not a projection an earlier demo wrote there"),
         ("a text file", lambda d: (d / "demo.png").write_text("my own notes"),
-         "demo.png exists and is not a PNG"),
+         "demo.png exists and is not a figure streamproj wrote"),
         ("a web page", lambda d: (d / "view.html").write_text("<html>my page</html>"),
-         "view.html exists and is not a streamproj view"),
+         "view.html exists and is not a view streamproj wrote"),
         ("a Zarr store", lambda d: write_zarr(d, X, y), "is a Zarr store"),
         ("notes inside the demo's projection",
          lambda d: (main(["demo", str(d), "--rows", "200"]),

@@ -413,7 +413,10 @@ def test_plot_into_a_missing_folder_creates_it_and_never_clobbers_a_non_image(se
             match="the name must end in one of")
     (tmp_path / "paper.pdf").write_text("\\documentclass")  # a figure's name, not a figure
     refused(capsys, tmp_path, "plot", d / "o.zarr", "--output", tmp_path / "paper.pdf",
-            match="is not an image")
+            match="is not a figure streamproj wrote")
+    (tmp_path / "thesis.pdf").write_bytes(b"%PDF-1.7\nmy thesis\n")  # an image, not ours
+    refused(capsys, tmp_path, "plot", d / "o.zarr", "--output", tmp_path / "thesis.pdf",
+            match="is not a figure streamproj wrote")
 
 
 def test_slurm_config_without_slurm_is_one_quick_line(capsys, monkeypatch, tmp_path):

@@ -134,9 +134,41 @@ def plot_output(out, figure, model=None, **options):
             view.save(figure)
         return figure
     fig = draw_output(out, model, **options)
-    with store.storage_errors(f"figure {figure}"):  # a full disk or no permission: one line, named
-        fig.savefig(figure, dpi=fig.dpi)
+    save_figure(fig, figure)
     return figure
+
+
+def save_figure(fig, figure):
+    """Write a matplotlib figure to ``figure`` marked as streamproj's, all or nothing.
+
+    The bytes are made in memory and renamed over the file (a full disk or a
+    kill leaves the old figure whole); the mark (:data:`FIGURE_MARK`, in the
+    format's own metadata) is what lets a later plot replace it.
+    """
+    import io
+
+    from .. import store
+
+    buf = io.BytesIO()
+    suffix = str(figure).lower().rsplit(".", 1)[-1]
+    fig.savefig(buf, format=suffix, dpi=fig.dpi, **_mark_options(suffix))
+    store.write_bytes(figure, buf.getbuffer())  # a full disk or no permission: one line, named
+    return figure
+
+
+def _mark_options(suffix):
+    """The ``savefig`` keywords that put :data:`FIGURE_MARK` in a file of this type."""
+    mark = FIGURE_MARK.decode()
+    if suffix == "png":
+        return {"metadata": {"Software": mark}}
+    if suffix in ("pdf", "svg", "eps", "ps"):
+        return {"metadata": {"Creator": mark}}
+    pil = {"jpg": "comment", "jpeg": "comment", "tif": "description", "tiff": "description"}
+    if suffix in pil:
+        return {"pil_kwargs": {pil[suffix]: mark}}
+    if suffix == "webp":
+        return {"pil_kwargs": {"xmp": FIGURE_MARK}}
+    return {}
 
 
 def plot_projection(model, X, y=None, *, axes=None, stretch=False, top=8, compare_pca=None,
@@ -208,8 +240,10 @@ def plot_stored(out, figure, model_path=None, **options):
     return plot_output(out, figure, model, **options)
 
 
-# What an image file matplotlib writes starts with; plot replaces no other file.
-_IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"\xff\xd8\xff", b"%!PS", b"II*\x00", b"MM\x00*")
+# Figures plot writes carry this in their format's metadata (PNG Software, PDF/SVG/PS
+# Creator, JPEG comment, TIFF description, WebP XMP); plot replaces no other file.
+FIGURE_MARK = b"made by streamproj plot"
+_MARK_SPAN = 65536  # the mark is within this many bytes of a figure's start or end
 # The HTML view names its maker near its top (view/template.html); other HTML is the user's.
 VIEW_MARKER = b'<meta name="generator" content="streamproj view">'
 # Views written before the marker (2026-11-24) are known by their title.
@@ -221,11 +255,14 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".tif", ".t
 SIZE_RANGE = ((640, 480), (8000, 8000))
 
 
-def _is_ours(head):
-    """True for the start of a file plot may replace: an image, or a view it wrote."""
-    if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
-        return True
-    return is_view(head)
+def is_ours(path):
+    """True for a file plot may replace: a figure or a view streamproj wrote."""
+    with open(path, "rb") as f:
+        head = f.read(_MARK_SPAN)
+        size = f.seek(0, 2)
+        f.seek(max(len(head), size - _MARK_SPAN))
+        tail = f.read()
+    return FIGURE_MARK in head or FIGURE_MARK in tail or is_view(head[:1024])
 
 
 def is_view(head):
@@ -285,12 +322,10 @@ def check_figure(figure, out, model_path=None):
     if path.is_dir():
         msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
         raise OutputExistsError(msg)
-    if path.exists():
-        with open(path, "rb") as f:
-            head = f.read(1024)
-        if head and not _is_ours(head):
-            msg = (f"plot --output {figure} exists and is not an image; it was left untouched: "
-                   "choose another file name")
-            raise OutputExistsError(msg)
+    if path.exists() and path.stat().st_size and not is_ours(path):
+        msg = (f"plot --output {figure} exists and is not a figure streamproj wrote (figures it "
+               "wrote before 2026-11-25 carry no mark: remove those once); it was left "
+               "untouched: choose another file name")
+        raise OutputExistsError(msg)
     with store.storage_errors(f"figure {figure}"):
         path.parent.mkdir(parents=True, exist_ok=True)

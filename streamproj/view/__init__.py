@@ -10,7 +10,6 @@ their row index. :class:`View` saves the page or shows it inline in Jupyter.
 """
 
 import html as _html
-from pathlib import Path
 
 import numpy as np
 
@@ -41,8 +40,10 @@ class View:
         self.html, self.pyramid, self.stored_levels = html, pyramid, stored_levels
 
     def save(self, path):
-        """Write the page to ``path`` (one file, opens in any browser offline)."""
-        Path(path).write_text(self.html, encoding="utf-8")
+        """Write the page to ``path`` (one file, opens in any browser offline), all or nothing."""
+        from .. import store
+
+        store.write_bytes(path, self.html.encode("utf-8"))
         return path
 
     def _repr_html_(self):
