@@ -198,12 +198,17 @@ def _unreadable(where):
 
 def _location(src):
     """The file or folder of a source (an HDF5 dataset path dropped), for overlap checks."""
-    url = src.url
-    if src.kind == "hdf5":
-        cut = url.rfind(":/")
-        if cut > url.find("://") + 2:
-            url = url[:cut]
-    return url
+    return ledger.location(src.key())
+
+
+def _refuse_overlap(entries, src, holder):
+    """Refuse a new source whose file or folder overlaps one ``entries`` hold (rows twice)."""
+    clash = ledger.overlapping(entries, src.key())
+    if clash is not None:
+        msg = (f"{src.spec} overlaps {clash['url']}, {holder} (a folder and a file of it, or "
+               "the same file read with other columns or labels): its rows would be counted "
+               "twice; name that source as before")
+        raise SourceChangedError(msg)
 
 
 def _check_features(src, model, model_path):
@@ -522,6 +527,8 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     for src in srcs:
         _check_features(src, old, model_path)
         entry = ledger.find(entries, src.key())
+        if entry is None:
+            _refuse_overlap(entries, src, f"which model {model_path} merged before")
         if entry is None and ledger.find(evicted, src.key()) is not None:
             # the window or forget dropped it: a glob still matching it must not merge it again
             reports.append({"url": src.url, "status": "evicted before", "rows_merged": 0,
@@ -979,6 +986,8 @@ def _plan_append(state, srcs, out, clock):
     fix = f"rewrite {out} with --overwrite"
     for src in srcs:
         entry = ledger.find(held, src.key())
+        if entry is None:
+            _refuse_overlap(held, src, f"whose rows output {out} holds")
         with clock("check"):
             start = ledger.held_rows(entry, src, f"output {out}", fix)
         reports.append({"url": src.url, "rows_written": src.n_rows - start, "rows_skipped": start})

@@ -27,6 +27,7 @@ streamproj 0.1 have ``edges`` (the same fingerprint) and no ``kind``
 import datetime as _dt
 import fnmatch
 import hashlib
+import posixpath
 import re
 
 from . import store
@@ -36,8 +37,10 @@ __all__ = [
     "find",
     "held_rows",
     "key_of",
+    "location",
     "matching",
     "new_id",
+    "overlapping",
     "parse_age",
     "record",
     "stamp",
@@ -49,10 +52,50 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def key_of(entry):
-    """What identifies a source in a ledger entry or key, as a hashable tuple."""
-    x = entry.get("x")
-    return (entry.get("url"), entry.get("kind", "zarr"), tuple(x) if isinstance(x, list) else x,
-            entry.get("y"))
+    """What identifies a source in a ledger entry or key, as a hashable tuple.
+
+    A Zarr array's path is normalised: ``X``, ``/X``, ``X/`` and ``g/../X`` are
+    one array (a respelling must not merge its rows a second time).
+    """
+    x, y, kind = entry.get("x"), entry.get("y"), entry.get("kind", "zarr")
+    if kind == "zarr":
+        x, y = _array_path(x), _array_path(y)
+    return (entry.get("url"), kind, tuple(x) if isinstance(x, list) else x, y)
+
+
+def _array_path(name):
+    if not isinstance(name, str) or not name.strip("/"):
+        return name
+    return posixpath.normpath("/" + name).lstrip("/")
+
+
+def location(entry):
+    """The file or folder of a ledger entry or source key (an HDF5 dataset path dropped)."""
+    url = str(entry.get("url"))
+    if entry.get("kind") == "hdf5":
+        cut = url.rfind(":/")
+        if cut > url.find("://") + 2:
+            url = url[:cut]
+    return url
+
+
+def overlapping(ledger, key):
+    """An entry of ``ledger`` whose file or folder overlaps the source ``key``'s but is not it.
+
+    A Parquet folder and one of its files, a file and the folder holding it, or
+    a table opened again with another label: the same rows under another name,
+    which merging would count twice. (A Zarr group's arrays are told apart by
+    their paths: two arrays of one group are two sources.)
+    """
+    want, where = key_of(key), location(key)
+    for entry in ledger:
+        if key_of(entry) == want:
+            continue
+        if "zarr" in (key.get("kind"), entry.get("kind", "zarr")):
+            continue
+        if store.overlaps(where, location(entry)):
+            return entry
+    return None
 
 
 def find(ledger, key):

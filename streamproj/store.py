@@ -92,6 +92,7 @@ __all__ = [
     "open_input",
     "open_output",
     "output_group",
+    "overlaps",
     "read_boundary",
     "read_model",
     "read_output_frame",
@@ -155,6 +156,11 @@ def normalise(url):
     protocol = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}.get(protocol, protocol)
     rest = re.sub(r"/+", "/", rest).strip("/")
     return f"{protocol}://{rest}"
+
+
+def overlaps(a: object, b: object) -> bool:
+    """True when locations ``a`` and ``b`` are one, or one lies inside the other."""
+    return _inside(a, b) or _inside(b, a)
 
 
 def _inside(a, b):

@@ -280,3 +280,40 @@ def test_run_alerts_with_exit_3_when_the_boundary_moves_too_far(days, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["run", str(_config(d, 1e-6)), "--alert-above", "-1"])
     assert exc.value.code == 2
+
+
+def test_a_source_respelled_is_not_merged_or_appended_twice(days):
+    """`--x /X`, `--x X/` and a folder's files: the same rows, which merged again before."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr")
+    for x, y_name in (("/X", "/y"), ("X/", "y/")):
+        report = jobs.update_model(d / "m", d / "day-0.zarr", x=x, y=y_name)
+        assert report["status"] == "unchanged", x
+        appended = jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr",
+                                      mode="append", x=x, y=y_name)
+        assert appended["output_action"] == "unchanged", x
+    assert_fit_on(d / "m", X[rows(0)], y[rows(0)])
+    # a Parquet folder, then its files (and the other way round): refused, model and OUT kept
+    (d / "pdir").mkdir()
+    for i in (1, 2):
+        pd.DataFrame(X[rows(i)], columns=COLS).assign(label=y[rows(i)]).to_parquet(
+            d / "pdir" / f"p{i}.parquet")
+    jobs.fit_model(d / "pdir", d / "mp", label="label")
+    jobs.project_model(d / "mp", [str(d / "pdir")], d / "op.zarr", label="label")
+    before = (sp.load(d / "mp").model_id_, store.open_output(d / "op.zarr").attrs.asdict())
+    with pytest.raises(SourceChangedError, match=r"p1\.parquet overlaps .*pdir, which model .* "
+                                                 r"merged before .* counted twice"):
+        jobs.update_model(d / "mp", str(d / "pdir" / "*.parquet"), label="label")
+    with pytest.raises(SourceChangedError, match=r"p2\.parquet overlaps .*pdir, whose rows "
+                                                 r"output .*op\.zarr holds"):
+        jobs.project_model(d / "mp", [str(d / "pdir" / "p2.parquet")], d / "op.zarr",
+                           label="label", mode="append")
+    assert (sp.load(d / "mp").model_id_, store.open_output(d / "op.zarr").attrs.asdict()) == before
+    # two arrays of one Zarr group stay two sources
+    group = zarr.open_group(str(d / "day-1.zarr"))
+    group.create_array("X2", data=X[rows(2)], chunks=(80, 5))
+    group.create_array("y2", data=y[rows(2)], chunks=(80,))
+    jobs.update_model(d / "m", d / "day-1.zarr")
+    jobs.update_model(d / "m", d / "day-1.zarr", x="X2", y="y2")
+    assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
