@@ -373,6 +373,46 @@ def _swap_in(src, dest):
     _fsync(dest.parent)
 
 
+def _inherit_permissions(old, new):
+    """Give the finished copy ``new`` the owner and permissions of the output ``old`` it replaces.
+
+    The copy is made under the process's umask: a user who restricted the output
+    (``chmod 700``, a group folder) would find it opened up after every write.
+    Folders take the old root's mode, new files that of its ``zarr.json``; files
+    shared with ``old`` (hard links) already have theirs. Nothing to do, and no
+    walk, when the old output has what a fresh one gets.
+    """
+    st = os.stat(old)
+    meta = old / "zarr.json"
+    dir_mode = stat.S_IMODE(st.st_mode)
+    file_mode = stat.S_IMODE(os.stat(meta).st_mode) if meta.exists() else dir_mode & 0o666
+    umask = os.umask(0)
+    os.umask(umask)
+    owner = (st.st_uid, st.st_gid)
+    if (dir_mode, file_mode, owner) == (0o777 & ~umask, 0o666 & ~umask,
+                                        (os.geteuid(), os.getegid())):
+        return
+    for root, _dirs, files in os.walk(new):
+        _set_permissions(root, dir_mode, owner)
+        for name in files:
+            path = os.path.join(root, name)
+            if os.stat(path).st_nlink == 1:
+                _set_permissions(path, file_mode, owner)
+
+
+def _set_permissions(path, mode, owner):
+    info = os.stat(path)
+    if (info.st_uid, info.st_gid) != owner:
+        # the owner where allowed (root), else the group (a member may), else as made
+        for uid, gid in (owner, (-1, owner[1])):
+            try:
+                os.chown(path, uid, gid)
+                break
+            except PermissionError:
+                continue
+    os.chmod(path, mode)  # after chown, which clears setgid bits
+
+
 def _recover(dest):
     """Repair what a killed writer left beside ``dest``; call with ``dest``'s lock held.
 
@@ -916,6 +956,8 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "consolidated metadata is not in the v3 spec"
                 zarr.consolidate_metadata(str(tmp))
+            if dest.exists():
+                _inherit_permissions(dest, tmp)
             _swap_in(tmp, dest)
         finally:
             guard.close()  # chunk writes still running in other threads end first

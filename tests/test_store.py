@@ -562,3 +562,33 @@ def test_a_damaged_array_zarr_json_is_one_line_naming_it(setup, capsys):
     line = refused(capsys, d, "fit", d / "d.zarr", "--model", d / "m2",
                    match="has no readable array 'X'")
     assert "d.zarr/X/zarr.json" in line
+
+
+def test_overwrite_and_append_keep_the_outputs_permissions(setup, tmp_path):
+    """The swapped-in copy took the umask's modes: a restricted output became world-readable."""
+    import os
+    import stat
+
+    d, X, y = setup
+    write_zarr(d / "more.zarr", X[:150] + 1.0, y[:150], chunk_rows=100)
+
+    def modes(root):
+        return {str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode)
+                for p in [root, *root.rglob("*")]}
+
+    os.chmod(d / "o.zarr", 0o750)
+    os.chmod(d / "o.zarr" / "zarr.json", 0o640)
+    assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
+    got = modes(d / "o.zarr")
+    assert got.pop(".") == 0o750
+    assert {m for k, m in got.items() if (d / "o.zarr" / k).is_dir()} == {0o750}
+    assert {m for k, m in got.items() if (d / "o.zarr" / k).is_file()} == {0o640}
+    os.chmod(d / "o.zarr", 0o700)
+    for p in (d / "o.zarr").rglob("*"):
+        os.chmod(p, 0o700 if p.is_dir() else 0o600)
+    assert run("project", d / "m", d / "d.zarr", d / "more.zarr", "--output", d / "o.zarr",
+               "--append") == 0
+    got = modes(d / "o.zarr")
+    assert got.pop(".") == 0o700
+    assert {m for k, m in got.items() if (d / "o.zarr" / k).is_dir()} == {0o700}
+    assert {m for k, m in got.items() if (d / "o.zarr" / k).is_file()} == {0o600}
