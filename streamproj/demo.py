@@ -81,6 +81,7 @@ def check_demo_folder(directory):
     an earlier demo left it (so the demo can run again in the same folder).
     Anything else in DIR is left alone; DIR itself must not be a Zarr store.
     """
+    store.check_writable_location(directory, "demo folder")
     directory = Path(directory).expanduser()
     if directory.exists() and not directory.is_dir():
         msg = f"demo {directory} is a file; give the demo a folder"
@@ -151,6 +152,7 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
 
     DIR is checked first (:func:`check_demo_folder`): nothing of the user's is replaced.
     """
+    store.check_writable_location(directory, "demo folder")  # '' is no folder, not "here"
     directory = Path(directory).expanduser()
     with store.storage_errors(f"demo {directory}"):
         check_demo_folder(directory)

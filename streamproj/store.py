@@ -183,6 +183,9 @@ def check_writable_location(url: object, role: str = "output") -> None:
     ``memory://`` URL keeps nothing once the command ends.
     """
     text = str(url)
+    if not text.strip():  # '' is the current folder to os and pathlib: never what was meant
+        msg = f"the {role} path is empty; give a folder or file name"
+        raise InputError(msg)
     if text.lower().startswith(_TRANSIENT):
         msg = (f"the {role} {text} is in memory only and would be lost when the command "
                "ends; give a local path or a persistent URL (s3://, gs://, file://)")

@@ -362,3 +362,22 @@ def test_an_append_of_labelled_rows_onto_an_output_without_labels_says_so(tmp_pa
     said = capsys.readouterr().out
     assert "appended 200 rows" in said
     assert "their labels are not stored, as OUT has no y" in said
+
+
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path, capsys, monkeypatch):
+    X, y = make_classes(n=200, p=3, k=2, seed=13)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    assert main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m")]) == 0
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for argv, role in ((["project", str(tmp_path / "m"), str(tmp_path / "d.zarr"), "--output", "",
+                         "--overwrite"], "output"),
+                       (["fit", str(tmp_path / "d.zarr"), "--model", ""], "model"),
+                       (["update", "", str(tmp_path / "d.zarr")], "model"),
+                       (["demo", ""], "demo folder")):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        assert f"the {role} path is empty" in one_error_line(capsys)
+    assert list(here.iterdir()) == []
+    assert here.exists()
