@@ -190,13 +190,16 @@ def _type_ok(value, annotation):
     }[annotation]
     if isinstance(value, bool) and bool not in kinds:
         return False
+    if isinstance(value, float) and value != value:  # TOML's nan: no threshold, no size, no time
+        return False
     return isinstance(value, kinds)
 
 
 def _describe(annotation):
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-            list: "a list", str | None: "a string", str | float | None: "a string or a number",
-            bool | None: "true or false", float | None: "a number", int | None: "an integer",
+    return {str: "a string", int: "an integer", float: "a number (not nan)",
+            bool: "true or false", list: "a list", str | None: "a string",
+            str | float | None: "a string or a number (not nan)", bool | None: "true or false",
+            float | None: "a number (not nan)", int | None: "an integer",
             str | list | None: "a string or a list of strings"}[annotation]
 
 

@@ -151,6 +151,13 @@ def test_incremental_keys(tmp_path):
      r"reproject_above_degrees must be a non-negative"),
     ('[input]\npath = "d"\n[model]\npath = "m"\n[run]\nalert_above_degrees = "high"\n',
      r"\[run\] alert_above_degrees must be a number"),
+    # nan compares false with everything: the alert and the rewrite would never fire
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[run]\nalert_above_degrees = nan\n',
+     r"\[run\] alert_above_degrees must be a number \(not nan\); got nan"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\nreproject_above_degrees = nan\n',
+     r"\[output\] reproject_above_degrees must be a number \(not nan\)"),
+    ('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = nan\n',
+     r"\[model\] shrinkage must be a string or a number \(not nan\)"),
     ('[input]\npath = "d"\npaths = ["e"]\n[model]\npath = "m"\n',
      r"\[input\] give either 'path' \(one input\) or 'paths' \(several\), not both"),
 ])
