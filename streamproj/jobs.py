@@ -864,6 +864,8 @@ def _output_state(out):
             return None  # an empty folder
         raise
     attrs = group.attrs.asdict()
+    store.check_ledger(attrs["streamproj"].get("sources"), f"{out}/zarr.json", "sources",
+                       InputError)
     frame = store.read_output_frame(group, str(out))
     names = [n for n in store.PROJECTION_NAMES if n in group]
     return {"attrs": attrs["streamproj"], "frame": frame, "arrays": set(group.array_keys()),

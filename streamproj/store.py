@@ -79,6 +79,7 @@ __all__ = [
     "OUTPUT_NODES",
     "PROJECTION_NAMES",
     "check_disjoint",
+    "check_ledger",
     "check_writable_location",
     "create_output_array",
     "foreign_inside",
@@ -1703,8 +1704,38 @@ def read_model(path):
             raise
         msg = f"{where}/stats.npz is damaged ({type(exc).__name__}: {_short(exc)})"
         raise ModelError(msg) from None
+    for key in ("sources", "evicted_sources"):
+        check_ledger(meta.get(key), f"{where}/model.json", key, ModelError, ids=key == "sources")
     meta["version"] = current
     return meta, stats, solution
+
+
+def check_ledger(entries, where, key="sources", error=None, ids=False):
+    """Refuse a ledger (a model's or an output's ``sources``) edited into what jobs cannot read.
+
+    Each entry must be a table with a text ``url`` and a whole number of
+    ``rows`` (and a text ``id`` for a model's merged sources); the error names
+    the entry and the key. None (no ledger) passes.
+    """
+    error = error or ModelError
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        msg = f"{where} is damaged: its {key!r} must be a list; got {type(entries).__name__}"
+        raise error(msg)
+    for i, entry in enumerate(entries):
+        wanted = {"url": str, "rows": int, **({"id": str} if ids else {})}
+        bad = None if isinstance(entry, dict) else "it is not a table"
+        for name, kind in wanted.items():
+            if bad is None and name not in entry:
+                bad = f"it lacks {name!r}"
+            elif bad is None and (not isinstance(entry[name], kind) or isinstance(entry[name], bool)
+                                  or (name == "rows" and entry[name] < 0)):
+                bad = f"its {name!r} is {entry[name]!r}"
+        if bad is not None:
+            msg = (f"{where} is damaged: entry {i + 1} of its {key!r} ({_short(str(entry))[:60]}…): "
+                   f"{bad}")
+            raise error(msg)
 
 
 def read_record(path):

@@ -345,6 +345,39 @@ def test_a_damaged_model_file(setup, capsys, tmp_path, file, damage, message):
         refused(capsys, tmp_path, *argv, match=message)
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda s: s[0].pop("rows"), "entry 1 of its 'sources' ({'url'"),
+    (lambda s: s[0].update(rows="300"), "its 'rows' is '300'"),
+    (lambda s: s[0].update(rows=-1), "its 'rows' is -1"),
+    (lambda s: s[0].pop("id"), "it lacks 'id'"),
+    (lambda s: s.append("day-9.zarr"), "entry 2 of its 'sources' (day-9.zarr…): it is not a table"),
+])
+def test_a_hand_edited_ledger_is_one_line_naming_the_entry(setup, capsys, tmp_path, edit, message):
+    """A model.json source without its rows crashed update with a KeyError (exit 1)."""
+    import json
+
+    d, *_ = setup
+    path = d / "m" / "v000001" / "model.json"
+    meta = json.loads(path.read_text())
+    edit(meta["sources"])
+    path.write_text(json.dumps(meta))
+    for argv in (["info", d / "m"], ["update", d / "m", d / "d.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "o2.zarr"]):
+        line = refused(capsys, tmp_path, *argv, match="m/v000001/model.json is damaged: ")
+        assert message in line
+    if "'id'" in message:  # an output's sources carry no id
+        return
+    # an output's ledger too, with a sound model
+    assert run("fit", d / "d.zarr", "--model", d / "m3") == 0
+    path = d / "o.zarr" / "zarr.json"
+    meta = json.loads(path.read_text())
+    edit(meta["attributes"]["streamproj"]["sources"])
+    path.write_text(json.dumps(meta))
+    line = refused(capsys, tmp_path, "project", d / "m3", d / "d.zarr", "--output", d / "o.zarr",
+                   "--append", match="o.zarr/zarr.json is damaged: ")
+    assert message in line
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ('{"coef": [["a", "b", "c"]], "intercept": [0]}', "b.json: coef must be numbers"),
     ('{"coef": [[1, 2, 3], [1, 2]], "intercept": [0, 1]}', "b.json: coef must be numbers"),
