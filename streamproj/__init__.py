@@ -21,14 +21,36 @@ array([[1., 2.],
 True
 """
 
-from . import errors, solvers
+# The names below are imported when first used (PEP 562): ``import streamproj`` stays
+# light, so the command line can take a Ctrl-C while its heavy imports (scikit-learn,
+# dask, zarr) run and say one line instead of a traceback (see ``_launch``).
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .errors import *  # noqa: F403  (the error hierarchy is public API)
-from .estimator import BoundaryProjector, load
-from .passes import accumulate
-from .qda import StreamingQDA
-from .record import ModelRecord
-from .stats import ClassStats
+
+if TYPE_CHECKING:  # for type checkers and editors: the names, eagerly
+    from . import errors, solvers  # noqa: F401
+    from .errors import *  # noqa: F403
+    from .estimator import BoundaryProjector, load
+    from .passes import accumulate
+    from .qda import StreamingQDA
+    from .record import ModelRecord
+    from .stats import ClassStats
+
+# errors.__all__, written out (importing errors imports scikit-learn); a test keeps them equal
+_ERRORS = (
+    "BadValuesError", "ClusterError", "DuplicateBatchWarning", "IncompatibleStatsError",
+    "InputError", "InvalidParameterError", "ModelError", "NotFittedError", "OutputExistsError",
+    "SingularScatterError", "SourceChangedError", "StorageError", "StreamprojError",
+    "StreamprojWarning", "SummaryMemoryError",
+)
+_WHERE = {
+    "BoundaryProjector": "estimator", "load": "estimator", "accumulate": "passes",
+    "StreamingQDA": "qda", "ModelRecord": "record", "ClassStats": "stats",
+    **dict.fromkeys(_ERRORS, "errors"),
+}
+_MODULES = ("errors", "solvers")
 
 __all__ = [
     "BoundaryProjector",
@@ -39,5 +61,21 @@ __all__ = [
     "accumulate",
     "load",
     "solvers",
-    *errors.__all__,
+    *_ERRORS,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    else:
+        msg = f"module 'streamproj' has no attribute {name!r}"
+        raise AttributeError(msg)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

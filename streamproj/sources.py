@@ -1086,8 +1086,8 @@ def _open_hdf5(ctx, inner, x, y):
                     lengths, (p,), x_dtype, f"streamproj-read-hdf5-{ctx.url}:{xpath}")
     Y = None
     if label is not None and y_dtype is not None:
-        text = names[1] if y_dtype.kind == "O" else None
-        Y = _lazy_array(_read_hdf5_rows, [(fs, ctx.path, label, a, a + m, text)
+        text_name = names[1] if y_dtype.kind == "O" else None
+        Y = _lazy_array(_read_hdf5_rows, [(fs, ctx.path, label, a, a + m, text_name)
                                           for a, m in zip(starts, lengths, strict=True)],
                         lengths, (), y_dtype, f"streamproj-read-hdf5-{ctx.url}:{label}")
     return Source(spec=ctx.spec, url=f"{ctx.url}:{xpath}", kind="hdf5", X=X, y=Y,

@@ -159,7 +159,7 @@ def test_store_takes_only_classstats_from_the_math():
 
 def test_nothing_imports_the_command_line():
     importers = sorted(name for name, path in MODULES.items()
-                       if name != "streamproj.__main__"
+                       if name != "streamproj._launch"
                        and any(t == "streamproj.cli" for _, t, _ in _imports(path)))
     assert importers == []
 

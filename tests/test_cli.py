@@ -381,3 +381,33 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path, cap
         assert f"the {role} path is empty" in one_error_line(capsys)
     assert list(here.iterdir()) == []
     assert here.exists()
+
+
+def test_the_package_names_every_error_and_imports_nothing_heavy():
+    code = ("import sys, streamproj; heavy = [m for m in ('sklearn', 'dask', 'zarr', 'numpy') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    import streamproj
+    from streamproj import errors
+
+    assert sorted(streamproj._ERRORS) == sorted(errors.__all__)
+    assert all(getattr(streamproj, name) is getattr(errors, name) for name in errors.__all__)
+
+
+def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
+    # deterministic: the import of the command line itself is interrupted
+    code = textwrap.dedent("""
+        import sys
+        class Interrupt:
+            def find_spec(self, name, path=None, target=None):
+                if name == "streamproj.cli":
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, Interrupt())
+        from streamproj._launch import main
+        sys.exit(main())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, "info", "x"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 130
+    assert proc.stderr == "streamproj: interrupted\n"
