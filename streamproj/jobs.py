@@ -924,9 +924,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     if state is not None and state["attrs"].get("sources"):
         # a rewrite in the new frame holds every row OUT held, not just this run's inputs
         srcs = _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks)
-    X, Y = outputs.concat_rows([(s, 0) for s in srcs])
-    names = (srcs[0].names[0] if len(srcs) == 1 else f"{len(srcs)} inputs",
-             srcs[0].names[1] if len(srcs) == 1 else "labels")
+    X, Y, x_name = outputs.concat_rows([(s, 0) for s in srcs])
+    names = (x_name, srcs[0].names[1] if len(srcs) == 1 else "labels")
     with clock("pass2"), _context(srcs[0].spec if len(srcs) == 1 else str(out),
                                   _named_columns(srcs[0]) if len(srcs) == 1 else None):
         arrays = projection_arrays(model, X, Y, names)
@@ -1013,7 +1012,7 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         store.tidy_output(out)  # a job killed after its swap left the old copy behind
         return {"status": "projected", "output_action": "unchanged", "rows": n_old,
                 "rows_written": 0, "sources": reports}
-    X, Y = outputs.concat_rows([(s, a) for s, a, _ in parts])
+    X, Y, x_name = outputs.concat_rows([(s, a) for s, a, _ in parts])
     if "y" in state["arrays"] and Y is None:
         lacking = next(s for s, _, _ in parts if s.y is None)
         msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
@@ -1040,7 +1039,7 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
     # in one pass the fingerprints come from that pass's reads: OUT's attributes are
     # written after it (the copy is marked incomplete until then, as always)
     new_attrs = grown_attrs() if in_one_pass is None else attrs
-    names = (parts[0][0].names[0] if len(parts) == 1 else f"{len(parts)} inputs", "labels")
+    names = (x_name, "labels")
     with clock("pass2"), _context(str(out)):
         arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)
         with store.output_group(out, append=True, expect=attrs.get("write_id"),

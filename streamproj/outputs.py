@@ -309,9 +309,44 @@ def _text_block(block, name, target=None, block_info=None):
 
 
 def concat_rows(parts):
-    """One lazy array of the rows ``[start:]`` of each ``(Source, start)``; labels when all have them."""
+    """One lazy array of the rows ``[start:]`` of each ``(Source, start)``; labels when all have them.
+
+    Returns
+    -------
+    X, y : dask arrays (y None unless every source has labels)
+    name : str
+        What to call X in errors: the source's name, or for several a
+        :class:`RowsOf` that names the source and row a bad value is in.
+    """
     X = da.concatenate([src.X[start:] for src, start in parts], axis=0)
     ys = [src.y for src, _ in parts]
     y = None if any(v is None for v in ys) else da.concatenate(
         [src.y[start:] for src, start in parts], axis=0)
-    return X, y
+    name = parts[0][0].names[0] if len(parts) == 1 else RowsOf(
+        [(src.names[0], start, src.n_rows - start) for src, start in parts])
+    return X, y, name
+
+
+class RowsOf(str):
+    """The name ("N inputs") of rows of several inputs, one after another; it says whose a row is.
+
+    ``parts``: ``(name, first row taken, rows taken)`` per input, in order.
+    """
+
+    parts: list
+
+    def __new__(cls, parts):
+        named = super().__new__(cls, f"{len(parts)} inputs")
+        named.parts = list(parts)
+        return named
+
+    def __getnewargs__(self):  # pickled (to dask workers) with its parts, not its text
+        return (self.parts,)
+
+    def locate(self, row):
+        """``(input's name, its row)`` of row ``row`` of the concatenation."""
+        for name, first, count in self.parts:
+            if row < count:
+                return name, first + row
+            row -= count
+        return str(self), row

@@ -64,7 +64,9 @@ def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
     row_offset : int
         Index of ``X[0]`` in the whole array, so the message names the global row.
     what : str
-        Name of the array in the message.
+        Name of the array in the message. One with a ``locate(row)`` method
+        (rows of several inputs, one after another) gives the input holding
+        the row and the row within it.
     """
     bad = ~np.isfinite(X)
     if bad.ndim == 2:
@@ -78,8 +80,11 @@ def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
             shown, where = value[column], f" (column {column})"
         else:
             shown = value
+        at = row_offset + row
+        if callable(getattr(what, "locate", None)):
+            what, at = what.locate(at)
         msg = (
-            f"{what} has a non-finite value ({shown}) in row {row_offset + row}{where}; "
+            f"{what} has a non-finite value ({shown}) in row {at}{where}; "
             "drop those rows or impute their NaN/inf values"
         )
         raise BadValuesError(msg)

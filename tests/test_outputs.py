@@ -685,3 +685,25 @@ def test_labels_of_another_kind_than_the_classes_are_refused(tmp_path):
                        label="label")
     out = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
     assert np.mean(out["y"][:] == out["predicted"][:]) > 0.8
+
+
+def test_a_bad_value_among_several_inputs_names_its_input_and_row(tmp_path):
+    """It named "2 inputs" and the row of the concatenation."""
+    import pickle
+
+    from streamproj.outputs import RowsOf
+
+    X, y = make_classes(n=600, p=3, k=2, seed=14)
+    bad = X[300:].copy()
+    bad[123, 1] = np.nan
+    write_zarr(tmp_path / "a.zarr", X[:300], y[:300], chunk_rows=70)
+    write_zarr(tmp_path / "b.zarr", bad, y[300:], chunk_rows=70)
+    jobs.fit_model(str(tmp_path / "a.zarr"), tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr")], tmp_path / "o.zarr")
+    for mode, out in (("append", "o.zarr"), ("rewrite", "o2.zarr")):
+        with pytest.raises(sp.errors.BadValuesError, match=r"b\.zarr/X has a non-finite value "
+                                                           r"\(nan\) in row 123 \(column 1\)"):
+            jobs.project_model(tmp_path / "m", [str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")],
+                               tmp_path / out, mode=mode)
+    named = pickle.loads(pickle.dumps(RowsOf([("a", 0, 10), ("b", 5, 20)])))  # to dask workers
+    assert (str(named), named.locate(3), named.locate(12)) == ("2 inputs", ("a", 3), ("b", 7))
