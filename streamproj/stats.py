@@ -81,8 +81,9 @@ def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
         else:
             shown = value
         at = row_offset + row
-        if callable(getattr(what, "locate", None)):
-            what, at = what.locate(at)
+        locate = getattr(what, "locate", None)
+        if callable(locate):
+            what, at = locate(at)
         msg = (
             f"{what} has a non-finite value ({shown}) in row {at}{where}; "
             "drop those rows or impute their NaN/inf values"
