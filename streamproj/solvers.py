@@ -741,9 +741,11 @@ def qda_predict_proba(model: QDA, X: ArrayLike) -> np.ndarray:
 def unit_boundary(coef: ArrayLike, intercept: ArrayLike) -> tuple[np.ndarray, float]:
     """A single boundary ``coef·x + intercept = 0`` as a unit normal ``w`` and offset ``b``."""
     coef = np.asarray(coef, dtype=np.float64).reshape(-1)
-    norm = np.linalg.norm(coef)
+    with np.errstate(over="ignore", invalid="ignore"):  # said below, in the one error line
+        norm = np.linalg.norm(coef)
     if not np.isfinite(norm) or norm == 0:
-        msg = "the boundary's coefficient vector is zero or not finite"
+        msg = ("the boundary's coefficient vector is zero, not finite, or too large for float64 "
+               "(its norm overflows; decision values would too): rescale it")
         raise InputError(msg)
     return coef / norm, float(np.asarray(intercept, dtype=np.float64).reshape(-1)[0] / norm)
 

@@ -625,3 +625,11 @@ def test_overwrite_and_append_keep_the_outputs_permissions(setup, tmp_path):
     assert got.pop(".") == 0o700
     assert {m for k, m in got.items() if (d / "o.zarr" / k).is_dir()} == {0o700}
     assert {m for k, m in got.items() if (d / "o.zarr" / k).is_file()} == {0o600}
+
+
+def test_a_boundary_too_large_for_float64_is_one_line(setup, capsys, tmp_path):
+    """Its norm overflowed with a warning line printed before the error line."""
+    d, *_ = setup
+    (d / "b.json").write_text('{"coef": [1e308, 1e308, 1], "intercept": [0]}')
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m2", "--boundary", d / "b.json",
+            match="too large for float64 (its norm overflows")
