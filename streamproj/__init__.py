@@ -25,6 +25,7 @@ True
 # light, so the command line can take a Ctrl-C while its heavy imports (scikit-learn,
 # dask, zarr) run and say one line instead of a traceback (see ``_launch``).
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -66,10 +67,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    elif name in _WHERE:
+    if name in _WHERE:
         value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    elif name in _MODULES or (not name.startswith("__")
+                              and importlib.util.find_spec(f"{__name__}.{name}") is not None):
+        # a submodule (streamproj.store), as the eager package gave them all
+        value = importlib.import_module(f".{name}", __name__)
     else:
         msg = f"module 'streamproj' has no attribute {name!r}"
         raise AttributeError(msg)

@@ -9,6 +9,7 @@ into "interrupted".
 
 import signal
 import sys
+import threading
 
 __all__ = ["main"]
 
@@ -21,6 +22,8 @@ def main() -> int:
         sys.stderr.write("streamproj: interrupted\n")
         return 130
     status = run()
-    # the work is done and reported: shutdown (threads joined, files closed) runs to the end
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if threading.current_thread() is threading.main_thread():
+        # the work is done and reported: shutdown (threads joined, files closed) runs to the
+        # end (the process exits next: the console script and ``python -m`` return this)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return status

@@ -218,22 +218,22 @@ def _check_features(src, model, model_path):
         raise IncompatibleStatsError(msg)
 
 
-def _match_columns(srcs, model, model_path):
+def _match_columns(srcs, model, model_path, ledger_entries):
     """Put each table's feature columns in the model's order, by name, in the list ``srcs``.
 
     Parquet, CSV and xarray inputs name their columns: a file whose columns are
     the model's in another order (or with others beside them) is read in the
     model's order, and one lacking a column the model was fitted on is
     refused, rather than its columns being taken by position (which weighs the
-    wrong features, silently). Models fitted on unnamed columns (Zarr, HDF5:
-    ``x0, x1, …``) and unnamed inputs match by position, as before.
+    wrong features, silently). A model's names are names when a source it
+    merged was a table (or it records none: fitted on a DataFrame in Python);
+    one fitted on Zarr or HDF5 arrays only (``x0, x1, …``) matches by position.
     """
     names = getattr(model, "feature_names_in_", None)
-    if names is None:
+    kinds = {e.get("kind", "zarr") for e in ledger_entries or [] if isinstance(e, dict)}
+    if names is None or (kinds and not kinds & set(_NAMED_KINDS)):
         return
     names = [str(n) for n in names]
-    if names == [f"x{i}" for i in range(len(names))]:  # positions, not names
-        return
     for at, src in enumerate(srcs):
         if src.kind not in _NAMED_KINDS or list(src.feature_names) == names:
             continue
@@ -245,8 +245,10 @@ def _match_columns(srcs, model, model_path):
                    "give the inputs the model's columns (their order may differ)")
             raise InputError(msg)
         where = [src.feature_names.index(n) for n in names]
-        srcs[at] = dataclasses.replace(src, X=src.X[:, where], feature_names=tuple(names),
-                                       x=tuple(names))
+        # the columns (Parquet, CSV, xarray variables) are recorded in the model's order; a
+        # 2-D xarray variable stays named by its variable, and is matched again when reopened
+        x = tuple(names) if isinstance(src.x, tuple) else src.x
+        srcs[at] = dataclasses.replace(src, X=src.X[:, where], feature_names=tuple(names), x=x)
 
 
 def _plain(stats):
@@ -519,7 +521,7 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     """
     record, summaries = _read(model_path)
     old = BoundaryProjector.from_state(record)
-    _match_columns(srcs, old, model_path)
+    _match_columns(srcs, old, model_path, record.meta.get("sources"))
     entries = [dict(e) for e in record.meta.get("sources", [])]
     evicted = record.meta.get("evicted_sources", [])
     work, reports = [], []
@@ -897,7 +899,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
-    _match_columns(srcs, model, model_path)
+    _match_columns(srcs, model, model_path, meta.get("sources"))
     for src in srcs:
         _check_features(src, model, model_path)
     state = None if mode == "rewrite" else _output_state(out)
@@ -923,7 +925,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
                     "timings": clock.report(), "versions": _versions(meta["version"])}
     if state is not None and state["attrs"].get("sources"):
         # a rewrite in the new frame holds every row OUT held, not just this run's inputs
-        srcs = _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks)
+        srcs = _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks,
+                                  meta.get("sources"))
     X, Y, x_name = outputs.concat_rows([(s, 0) for s in srcs])
     names = (x_name, srcs[0].names[1] if len(srcs) == 1 else "labels")
     with clock("pass2"), _context(srcs[0].spec if len(srcs) == 1 else str(out),
@@ -944,7 +947,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             "timings": clock.report(), "versions": _versions(meta["version"])}
 
 
-def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks):
+def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks,
+                       model_sources=None):
     """The sources OUT records (reopened, in OUT's order) followed by the new ones in ``srcs``.
 
     A recorded source that cannot be read any more is refused in one line: a
@@ -968,7 +972,7 @@ def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks
                        f"{src.n_rows} rows but {out} holds {entry['rows']} of it")
                 raise InputError(msg)
             held = [src]
-            _match_columns(held, model, model_path)
+            _match_columns(held, model, model_path, model_sources)
             src = held[0]
             _check_features(src, model, model_path)
         out_srcs.append(src)

@@ -84,14 +84,17 @@ def overlapping(ledger, key):
 
     A Parquet folder and one of its files, a file and the folder holding it, or
     a table opened again with another label: the same rows under another name,
-    which merging would count twice. (A Zarr group's arrays are told apart by
-    their paths: two arrays of one group are two sources.)
+    which merging would count twice. (A Zarr group's arrays and an HDF5 file's
+    datasets are told apart by their paths: two of one file are two sources.)
     """
     want, where = key_of(key), location(key)
     for entry in ledger:
-        if key_of(entry) == want:
+        kinds = {key.get("kind"), entry.get("kind", "zarr")}
+        if key_of(entry) == want or "zarr" in kinds:
             continue
-        if "zarr" in (key.get("kind"), entry.get("kind", "zarr")):
+        if kinds == {"hdf5"}:  # datasets of one file are sources of their own, as Zarr arrays
+            if entry.get("url") == key.get("url"):  # one dataset, other labels
+                return entry
             continue
         if store.overlaps(where, location(entry)):
             return entry

@@ -83,11 +83,12 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
 
 
 def _label_kind(dtype):
-    return "text" if dtype.kind in "USOT" else "booleans" if dtype.kind == "b" else "numbers"
+    # booleans and numbers are one kind here: numpy compares True == 1, as predicted == y does
+    return "text" if dtype.kind in "USOT" else "numbers"
 
 
 def _like_classes(labels, classes, name):
-    """``labels`` when they are of the classes' kind (text, booleans, numbers); else refused.
+    """``labels`` when they are of the classes' kind (text, or numbers and booleans); else refused.
 
     Integer labels 0/1 beside the text classes "0"/"1" would store a ``y`` that
     ``predicted`` never equals (0 % accuracy in every report). Labels typed per
@@ -107,8 +108,7 @@ def _kind_block(block, want, name, block_info=None):
     block = np.asarray(block)
     if block.size:  # a chunk holds one type (mixed ones are refused where they are stored)
         first = block[0]
-        kind = ("text" if isinstance(first, str | bytes) else
-                "booleans" if isinstance(first, bool | np.bool_) else "numbers")
+        kind = "text" if isinstance(first, str | bytes) else "numbers"
         start = block_info[0]["array-location"][0][0] if block_info else 0
         _check_kind(kind, want, name, f"{first!r} at row {start}")
     return block

@@ -743,6 +743,9 @@ def _text(labels, name):
 
     b"cat" written by one tool and "cat" in a Parquet file (or an update) are one class.
     """
+    if labels.dtype.kind == "O":  # Zarr's variable-length bytes (its strings pass unchanged)
+        return labels.map_blocks(text_labels_block, name, dtype=object,
+                                 meta=np.empty((0,), dtype=object))
     if labels.dtype.kind != "S":
         return labels
     return labels.map_blocks(text_labels_block, name, dtype=np.dtype(f"U{max(labels.dtype.itemsize, 1)}"))
@@ -1121,10 +1124,7 @@ def _read_hdf5_rows(fs, path, dataset, start, stop, text=None):
         raw = f[dataset][start:stop]
     if not text:
         return raw
-    if raw.dtype.kind == "O":  # variable-length strings: bytes (or str) objects
-        raw = np.array([v if isinstance(v, bytes) else str(v).encode() for v in raw.tolist()],
-                       dtype="S") if raw.size else raw.astype("S1")
-    return text_labels(raw, start, text).astype(object)
+    return text_labels(raw, start, text).astype(object)  # fixed-width or variable-length bytes
 
 
 # ------------------------------------------------------------------- xarray

@@ -1705,17 +1705,17 @@ def read_model(path):
         msg = f"{where}/stats.npz is damaged ({type(exc).__name__}: {_short(exc)})"
         raise ModelError(msg) from None
     for key in ("sources", "evicted_sources"):
-        check_ledger(meta.get(key), f"{where}/model.json", key, ModelError, ids=key == "sources")
+        check_ledger(meta.get(key), f"{where}/model.json", key, ModelError)
     meta["version"] = current
     return meta, stats, solution
 
 
-def check_ledger(entries, where, key="sources", error=None, ids=False):
+def check_ledger(entries, where, key="sources", error=None):
     """Refuse a ledger (a model's or an output's ``sources``) edited into what jobs cannot read.
 
     Each entry must be a table with a text ``url`` and a whole number of
-    ``rows`` (and a text ``id`` for a model's merged sources); the error names
-    the entry and the key. None (no ledger) passes.
+    ``rows`` (0.1's entries have no ``id``: not required); the error names the
+    entry and the key. None (no ledger) passes.
     """
     error = error or ModelError
     if entries is None:
@@ -1724,7 +1724,7 @@ def check_ledger(entries, where, key="sources", error=None, ids=False):
         msg = f"{where} is damaged: its {key!r} must be a list; got {type(entries).__name__}"
         raise error(msg)
     for i, entry in enumerate(entries):
-        wanted = {"url": str, "rows": int, **({"id": str} if ids else {})}
+        wanted = {"url": str, "rows": int}
         bad = None if isinstance(entry, dict) else "it is not a table"
         for name, kind in wanted.items():
             if bad is None and name not in entry:

@@ -361,7 +361,7 @@ def text_labels_block(block: np.ndarray, name: str, block_info: Any = None) -> n
 
 def text_labels(values: np.ndarray, row_offset: int = 0, name: str = "y",
                 rows: str = "") -> np.ndarray:
-    """Labels stored as bytes (numpy 'S': fixed-width Zarr) as UTF-8 text; other dtypes as given.
+    """Labels stored as bytes (numpy 'S', or bytes objects) as UTF-8 text; other labels as given.
 
     Parameters
     ----------
@@ -374,6 +374,18 @@ def text_labels(values: np.ndarray, row_offset: int = 0, name: str = "y",
         What the row numbers count, for errors (e.g. " of the rows being written").
     """
     values = np.asarray(values)
+    if values.dtype.kind == "O":  # variable-length: bytes objects (h5py, Zarr's vlen bytes)
+        if not any(isinstance(v, bytes) for v in values.flat[:1]):
+            return values
+        listed = values.tolist()
+        out = np.empty(len(listed), dtype=object)
+        for i, v in enumerate(listed):
+            try:
+                out[i] = v.decode("utf-8") if isinstance(v, bytes) else v
+            except UnicodeDecodeError:
+                msg = f"{name} label {v!r} at row {row_offset + i}{rows} is not UTF-8 text"
+                raise InputError(msg) from None
+        return out
     if values.dtype.kind != "S":
         return values
     try:

@@ -145,3 +145,19 @@ def test_table_columns_are_matched_to_the_model_by_name_not_position(tmp_path):
     with pytest.raises(sp.errors.InputError, match=r"renamed\.parquet.* has no column 'a', one of "
                                                    r"the 4 that model .* was fitted on \(a, b, c, d\)"):
         jobs.update_model(tmp_path / "m", [str(tmp_path / "renamed.parquet")], label="label")
+
+
+def test_table_columns_named_like_positions_are_matched_by_name_too(tmp_path):
+    """A Parquet file whose columns really are x0, x1, x2 (a model of tables, not arrays)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=400, p=3, k=2, seed=15)
+    frame = pd.DataFrame(X * [1.0, 5.0, 25.0], columns=["x0", "x1", "x2"]).assign(label=y)
+    frame.to_parquet(tmp_path / "a.parquet")
+    frame[["x2", "x1", "x0", "label"]].to_parquet(tmp_path / "r.parquet")
+    jobs.fit_model(str(tmp_path / "a.parquet"), tmp_path / "m", label="label")
+    for name in ("a", "r"):
+        jobs.project_model(tmp_path / "m", [str(tmp_path / f"{name}.parquet")],
+                           tmp_path / f"o{name}.zarr", label="label")
+    a, r = (zarr.open_group(str(tmp_path / f"o{n}.zarr"), mode="r")["projection"][:] for n in "ar")
+    np.testing.assert_array_equal(a, r)

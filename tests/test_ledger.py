@@ -317,3 +317,23 @@ def test_a_source_respelled_is_not_merged_or_appended_twice(days):
     jobs.update_model(d / "m", d / "day-1.zarr")
     jobs.update_model(d / "m", d / "day-1.zarr", x="X2", y="y2")
     assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
+
+
+def test_two_datasets_of_one_hdf5_file_are_two_sources(days):
+    h5py = pytest.importorskip("h5py")
+    d, X, y = days
+    with h5py.File(d / "d.h5", "w") as f:
+        for day in (1, 2):
+            f[f"day{day}/X"], f[f"day{day}/y"] = X[rows(day)], y[rows(day)]
+    jobs.fit_model(f"{d / 'd.h5'}:/day1/X", d / "m", y="/day1/y")
+    jobs.project_model(d / "m", [f"{d / 'd.h5'}:/day1/X"], d / "o.zarr", y="/day1/y")
+    jobs.update_model(d / "m", f"{d / 'd.h5'}:/day2/X", y="/day2/y")
+    report = jobs.project_model(d / "m", [f"{d / 'd.h5'}:/day2/X"], d / "o.zarr", y="/day2/y",
+                                mode="append")
+    assert report["rows"] == 600
+    assert_fit_on(d / "m", X[rows(1, 2)], y[rows(1, 2)])
+    # one dataset with other labels is the same rows: refused
+    with h5py.File(d / "d.h5", "a") as f:
+        f["day1/other"] = 1 - y[rows(1)]
+    with pytest.raises(SourceChangedError, match="counted twice"):
+        jobs.update_model(d / "m", f"{d / 'd.h5'}:/day1/X", y="/day1/other")

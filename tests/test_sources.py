@@ -580,6 +580,13 @@ def test_fixed_width_bytes_labels_in_zarr_are_text_and_meet_parquet_text(tmp_pat
     assert main(["fit", str(tmp_path / "bad.zarr"), "--model", str(tmp_path / "m2")]) == 2
     assert re.search(r"bad\.zarr/y label b'\\xffo' at row 157 is not UTF-8 text$", one_error_line(capsys))
     assert not (tmp_path / "m2").exists()
+    # Zarr's variable-length bytes too
+    from zarr.core.dtype import VariableLengthBytes
+
+    group = write_zarr(tmp_path / "vb.zarr", X[:300])
+    labels = group.create_array("y", shape=(300,), chunks=(100,), dtype=VariableLengthBytes())
+    labels[:] = np.array([n.encode() for n in names[:300]], dtype=object)
+    assert sources.open_source(tmp_path / "vb.zarr").y.compute().tolist() == names[:300].tolist()
 
 
 def test_bytes_labels_given_in_python_are_kept_as_bytes_through_a_save(tmp_path, data):

@@ -146,11 +146,20 @@ def save_figure(fig, figure):
     format's own metadata) is what lets a later plot replace it.
     """
     import io
+    import os
+
+    import matplotlib as mpl
 
     from .. import store
 
+    if not isinstance(figure, str | os.PathLike):  # a file object of the caller's: as matplotlib
+        fig.savefig(figure, dpi=fig.dpi)
+        return figure
+    name = os.fspath(figure)
+    suffix = name.lower().rsplit(".", 1)[-1] if "." in os.path.basename(name) else ""
+    suffix = suffix if suffix in fig.canvas.get_supported_filetypes() else mpl.rcParams[
+        "savefig.format"]
     buf = io.BytesIO()
-    suffix = str(figure).lower().rsplit(".", 1)[-1]
     fig.savefig(buf, format=suffix, dpi=fig.dpi, **_mark_options(suffix))
     store.write_bytes(figure, buf.getbuffer())  # a full disk or no permission: one line, named
     return figure
