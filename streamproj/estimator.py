@@ -36,7 +36,7 @@ from .errors import (
 )
 from .passes import accumulate, project_blocks
 from .record import ModelRecord
-from .stats import ClassStats, bfloat16_to_float32, hash_c_order, parse_memory
+from .stats import ClassStats, bfloat16_to_float32, check_bfloat16_rows, hash_c_order, parse_memory
 
 if TYPE_CHECKING:
     from .qda import StreamingQDA
@@ -129,10 +129,7 @@ def _check_boundary_classes(given, classes):
 
 def _decode_bfloat16(X):
     """Rows of bfloat16 bit patterns (uint16) as float32, lazily for dask input."""
-    if X.dtype != np.uint16:
-        msg = (f"X has dtype {X.dtype}, but bfloat16=True reads bfloat16 values stored as "
-               "uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
-        raise InputError(msg)
+    check_bfloat16_rows(X.dtype)
     if isinstance(X, da.Array):
         return X.map_blocks(bfloat16_to_float32, dtype=np.float32)  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
     return bfloat16_to_float32(X)

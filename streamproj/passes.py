@@ -29,6 +29,7 @@ from .stats import (
     ClassStats,
     bfloat16_to_float32,
     centred_blocks,
+    check_bfloat16_rows,
     check_summary_memory,
     finish_partial,
     merge_partials,
@@ -204,10 +205,8 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     budget = (default_memory_budget() if max_summary_memory is None
               else parse_memory(max_summary_memory))
     _plan_memory(X.shape[1], n_classes, detail, budget, max(X.chunks[0]), X.dtype.itemsize, names[0])
-    if bfloat16 and X.dtype != np.uint16:
-        msg = (f"{names[0]} has dtype {X.dtype}, but bfloat16=True reads bfloat16 values stored "
-               "as uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
-        raise InputError(msg)
+    if bfloat16:
+        check_bfloat16_rows(X.dtype, names[0])
     token = tokenize(X, y, detail, row_offset, names, budget, bfloat16)
     xs = X.to_delayed(optimize_graph=False).ravel()
     ys = y.to_delayed(optimize_graph=False).ravel()
@@ -302,6 +301,8 @@ def score_blocks(X, center, coefs, offsets, bfloat16=False):
     them). ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded
     exactly).
     """
+    if bfloat16:
+        check_bfloat16_rows(X.dtype)
     coefs = np.asarray(coefs, dtype=np.float64)
     args = (np.asarray(center, dtype=np.float64), coefs, np.asarray(offsets, dtype=np.float64),
             bfloat16)
@@ -319,6 +320,8 @@ def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False
     if X.shape[1] != components.shape[1]:
         msg = f"{name} has {X.shape[1]} features but the model was fitted on {components.shape[1]}"
         raise InputError(msg)
+    if bfloat16:
+        check_bfloat16_rows(X.dtype, name)
     return _by_rows(X, _project_block, (center, components, name, row_offset, bfloat16),
                     components.shape[0], "streamproj-project")
 

@@ -40,6 +40,7 @@ __all__ = [
     "as_labels",
     "bfloat16_to_float32",
     "centred_blocks",
+    "check_bfloat16_rows",
     "check_finite",
     "check_matrix",
     "check_summary_memory",
@@ -1202,14 +1203,23 @@ def check_summary_memory(n_features, n_classes, detail, budget, chunk_rows=0, it
     raise SummaryMemoryError(msg)
 
 
+def check_bfloat16_rows(dtype: Any, name: str = "X") -> None:
+    """Refuse rows that are not uint16 bit patterns for a bfloat16 reader.
+
+    Floats read as bit patterns would be other numbers, silently (float rows 0-4
+    all projected to one point).
+    """
+    if np.dtype(dtype) != np.uint16:
+        msg = (f"{name} has dtype {np.dtype(dtype)}, but bfloat16=True reads bfloat16 values "
+               "stored as uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
+        raise InputError(msg)
+
+
 def _bfloat16_decoder(X, bfloat16, name):
     """The decoder of bfloat16 rows stored as uint16 (None when ``bfloat16`` is off)."""
     if not bfloat16:
         return None
-    if X.dtype != np.uint16:
-        msg = (f"{name} has dtype {X.dtype}, but bfloat16=True reads bfloat16 values stored as "
-               "uint16 bit patterns; store the raw bits as uint16, or drop bfloat16")
-        raise InputError(msg)
+    check_bfloat16_rows(X.dtype, name)
     return bfloat16_to_float32
 
 

@@ -411,6 +411,14 @@ def test_a_bfloat16_model_decodes_its_updates_and_refuses_decoded_rows(tmp_path,
     assert main(["update", m, str(tmp_path / "floats.zarr")]) == 2
     assert "bfloat16" in one_error_line(capsys)
     np.testing.assert_allclose(sp.load(m).coef_, ref.coef_, rtol=1e-10)  # untouched
+    # project too: float rows read as bit patterns were written as other numbers (exit 0);
+    # small whole numbers too, which no check for non-finite values catches
+    write_zarr(tmp_path / "small.zarr", np.arange(600 * 6).reshape(600, 6) % 5.0, y[600:],
+               chunk_rows=200)
+    for name in ("floats.zarr", "small.zarr"):
+        assert main(["project", m, str(tmp_path / name), "--output", str(tmp_path / "o.zarr")]) == 2
+        assert "but bfloat16=True reads bfloat16 values" in one_error_line(capsys)
+        assert not (tmp_path / "o.zarr").exists()
 
 
 def test_the_memory_plan_refuses_in_one_line_on_the_command_line(tmp_path, capsys):
