@@ -872,8 +872,21 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return {**self.to_state(extra).meta, "saved": store.timestamp()}
 
     def save(self, path: str | Path, extra: Mapping[str, Any] | None = None) -> str | Path:
-        """Write the model directory ``path`` (crash-safe; see :mod:`streamproj.store`)."""
+        """Write the model directory ``path`` (crash-safe; see :mod:`streamproj.store`).
+
+        A model there whose ledger records sources (the command line's ``fit``,
+        ``update``) is not replaced by one without them: the next ``update``
+        would merge those sources again, and ``forget`` could not drop them.
+        """
         with store.model_lock(path):
+            there = store.read_model_meta(path) or {}
+            held = [e.get("url") if isinstance(e, dict) else e for e in there.get("sources") or []]
+            if held and not (extra or {}).get("sources"):
+                msg = (f"{path} is a model whose ledger records {len(held)} source"
+                       f"{'s' if len(held) != 1 else ''} ({held[0]}…); saving this "
+                       "estimator over it would drop that ledger, and the next update would merge "
+                       "them again: save it to a new path, or add rows with streamproj update")
+                raise InputError(msg)
             store.write_record(path, self.to_state(extra))
         return path
 

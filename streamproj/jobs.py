@@ -560,6 +560,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     record, summaries, old = plan["record"], plan["summaries"], plan["old"]
     entries, reports = plan["entries"], plan["reports"]
     meta, stats = record.meta, record.stats
+    unsourced = stats.n_samples - sum(int(e["rows"]) for e in entries)
     for (src, entry, start), batch in zip(plan["work"], batches, strict=True):
         sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
         if sid is not None:
@@ -571,6 +572,8 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
         else:
             entries[entries.index(entry)] = new_entry
     kept, evicted = _apply_window(entries, keep_last, max_age)
+    if evicted:
+        _refuse_unsourced(unsourced, model_path, "its window (keep_last, max_age)")
     n_new = sum(r["rows_merged"] for r in reports)
     base = {"command": "update", "model": str(model_path), "sources": reports,
             "evicted": [e["url"] for e in evicted]}
@@ -611,6 +614,20 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
             "drift_deg": _boundary_drift(drift), "timings": clock.report(),
             "versions": _versions(version)}, new
+
+
+def _refuse_unsourced(rows, model_path, what):
+    """Refuse to drop sources from a model holding ``rows`` rows of no source.
+
+    Rows added in Python (``partial_fit``, a model fitted there and saved) have
+    no per-source summary: rebuilding the model from the sources kept would
+    drop them silently.
+    """
+    if rows:
+        msg = (f"model {model_path} holds {rows:,} rows of no source (added in Python with "
+               f"partial_fit, or fitted there), which {what} cannot keep when it drops sources: "
+               "refit the model from its sources with streamproj fit")
+        raise ModelError(msg)
 
 
 def _remaining(entries, summaries, model_path):
@@ -671,6 +688,8 @@ def forget_sources(model_path, patterns):
         for e in gone:
             if e.get("id") not in summaries:
                 _remaining([e], summaries, model_path)
+        _refuse_unsourced(record.stats.n_samples - sum(int(e["rows"]) for e in entries),
+                          model_path, "forget")
         old = BoundaryProjector.from_state(record)
         new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):

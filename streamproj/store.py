@@ -96,6 +96,7 @@ __all__ = [
     "overlaps",
     "read_boundary",
     "read_model",
+    "read_model_meta",
     "read_output_frame",
     "read_record",
     "read_summaries",
@@ -1454,6 +1455,16 @@ def _clean_model(path):
             _remove(item)
         elif _version_number(item.name) > number and item.is_dir():
             _remove(item)  # an orphan: written, never made current
+
+
+def read_model_meta(path):
+    """The ``model.json`` of a model's live version (no arrays read); None when no model is there."""
+    try:
+        _, files = _model_files(path, names=("model.json",))
+        meta = json.loads(files["model.json"])
+    except (ModelError, ValueError, UnicodeDecodeError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def model_exists(path):

@@ -337,3 +337,24 @@ def test_two_datasets_of_one_hdf5_file_are_two_sources(days):
         f["day1/other"] = 1 - y[rows(1)]
     with pytest.raises(SourceChangedError, match="counted twice"):
         jobs.update_model(d / "m", f"{d / 'd.h5'}:/day1/X", y="/day1/other")
+
+
+def test_rows_of_no_source_are_never_dropped_silently(days):
+    """Saving over a ledgered model dropped its ledger; forget then dropped rows added in Python."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    model = sp.load(d / "m")
+    model.partial_fit(X[rows(1)], y[rows(1)])
+    with pytest.raises(InputError, match=r"ledger records 1 source .* save it to a new path"):
+        model.save(d / "m")
+    assert sp.load(d / "m").stats_.n_samples == 300
+    # a model fitted in Python, then updated from sources: forget and windows refuse
+    sp.BoundaryProjector().fit(X[rows(0)], y[rows(0)]).save(d / "py")
+    jobs.update_model(d / "py", d / "day-1.zarr")
+    jobs.update_model(d / "py", d / "day-2.zarr")
+    with pytest.raises(sp.errors.ModelError, match=r"holds 300 rows of no source .* which forget "
+                                                   r"cannot keep"):
+        jobs.forget_sources(d / "py", d / "day-2.zarr")
+    with pytest.raises(sp.errors.ModelError, match="which its window"):
+        jobs.update_model(d / "py", d / "day-3.zarr", keep_last=1)
+    assert_fit_on(d / "py", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
