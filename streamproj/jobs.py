@@ -149,10 +149,15 @@ def _open_zarr_allowing_missing(url, x, y, require_y):
 
 
 def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
-                allow_missing_chunks=False):
+                allow_missing_chunks=False, model_columns=None):
     """Expand globs and open every input as a :class:`~streamproj.sources.Source`.
 
     All sources must have the same features; the error names both.
+    ``model_columns``: ``(features, label)`` the model's tables were read with
+    (:func:`_model_columns`), tried first where ``features`` or ``label`` is
+    not given, so a later table with other columns beside them (a text column,
+    the label under its own name) is read as the model was; an input they do
+    not fit is opened as given.
     """
     out: list[Source] = []
     specs = _specs(inputs)
@@ -162,11 +167,19 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
         urls = expand(specs, options)
     for url in urls:
         with _unreadable(url):
-            if allow_missing_chunks and _looks_zarr(url) and features is None and label is None:
+            options = None if store.is_local(url) else store.storage_options(url)
+            src = None
+            if model_columns is not None:
+                given = (features if features is not None else model_columns[0],
+                         label if label is not None else model_columns[1])
+                if given != (features, label):
+                    with contextlib.suppress(InputError):
+                        src = open_source(url, x, y, *given, require_y, options)
+            if src is None and allow_missing_chunks and _looks_zarr(url) and features is None \
+                    and label is None:
                 src = _open_zarr_allowing_missing(url, x, y, require_y)
-            else:
-                src = open_source(url, x, y, features, label, require_y,
-                                  None if store.is_local(url) else store.storage_options(url))
+            elif src is None:
+                src = open_source(url, x, y, features, label, require_y, options)
         if out and src.n_features != out[0].n_features:
             msg = (f"{src.names[0]} has {src.n_features} features but {out[0].names[0]} has "
                    f"{out[0].n_features}; every input must have the same features")
@@ -209,6 +222,21 @@ def _refuse_overlap(entries, src, holder):
                "the same file read with other columns or labels): its rows would be counted "
                "twice; name that source as before")
         raise SourceChangedError(msg)
+
+
+def _model_columns(meta):
+    """``(features, label)`` a model's table sources were read with; None for a model of arrays.
+
+    The feature columns are the model's, in its order; the label column is the
+    one its newest table source was read with.
+    """
+    tables = [e for e in (meta or {}).get("sources") or []
+              if isinstance(e, dict) and e.get("kind") in _NAMED_KINDS]
+    names = (meta or {}).get("feature_names")
+    if not tables or not names:
+        return None
+    label = tables[-1].get("y")
+    return [str(n) for n in names], label if isinstance(label, str) else None
 
 
 def _check_features(src, model, model_path):
@@ -496,7 +524,8 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     check_params({"max_summary_memory": max_summary_memory})
     clock = _Clock()
     with clock("open"):
-        srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
+        srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks,
+                           _model_columns(store.read_model_meta(model_path)))
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
     with store.model_lock(model_path):
         plan = _plan_update(model_path, srcs, verify, progress, clock)
@@ -915,7 +944,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     meta = record.meta
     model = BoundaryProjector.from_state(record)
     with clock("open"):
-        srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks)
+        srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks,
+                           _model_columns(meta))
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
     _match_columns(srcs, model, model_path, meta.get("sources"))
@@ -1231,7 +1261,8 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     if state is not None and state["frame"] is not None and state["attrs"].get("sources"):
         with clock("open"):
             srcs = open_inputs(inp.paths, inp.x, inp.y, inp.features, inp.label, True,
-                               inp.allow_missing_chunks)
+                               inp.allow_missing_chunks,
+                               _model_columns(store.read_model_meta(mod.path)))
         store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", mod.path),
                              ("output", out.path))
         with store.model_lock(mod.path):

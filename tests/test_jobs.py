@@ -161,3 +161,25 @@ def test_table_columns_named_like_positions_are_matched_by_name_too(tmp_path):
                            tmp_path / f"o{name}.zarr", label="label")
     a, r = (zarr.open_group(str(tmp_path / f"o{n}.zarr"), mode="r")["projection"][:] for n in "ar")
     np.testing.assert_array_equal(a, r)
+
+
+def test_a_model_of_tables_reads_later_tables_with_its_columns_and_label(tmp_path, capsys):
+    """Without --features/--label again, a text column beside them broke project and update."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from streamproj.cli import main
+
+    X, y = make_classes(n=600, p=3, k=2, seed=16)
+    frame = pd.DataFrame(X, columns=["emb_0", "emb_1", "emb_2"]).assign(
+        other=np.arange(600.0), label=np.where(y == 1, "cat", "dog"), note="text")
+    frame[:300].to_parquet(tmp_path / "a.parquet")
+    frame[300:].to_parquet(tmp_path / "b.parquet")
+    assert main(["fit", str(tmp_path / "a.parquet"), "--model", str(tmp_path / "m"),
+                 "--features", "emb_*", "--label", "label"]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "a.parquet"), "--output",
+                 str(tmp_path / "o.zarr")]) == 0
+    out = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
+    assert out["y"][:].tolist() == frame["label"][:300].tolist()
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "b.parquet")]) == 0
+    whole = sp.BoundaryProjector().fit(X, np.where(y == 1, "cat", "dog"))
+    np.testing.assert_allclose(sp.load(tmp_path / "m").coef_, whole.coef_, rtol=1e-10)
