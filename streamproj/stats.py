@@ -437,9 +437,11 @@ class ClassStats:
     def require(self, detail: str, needed_for: str) -> None:
         """Raise unless this summary keeps at least ``detail``."""
         if DETAILS.index(self.detail) < DETAILS.index(detail):
+            how = (" (the command line: fit --keep-class-scatter; BoundaryProjector("
+                   "keep_class_scatter=True))" if detail == "per_class" else "")
             msg = (
                 f"{needed_for} needs a summary with detail {detail!r}, but this one keeps "
-                f"only {self.detail!r}; accumulate again with detail={detail!r}"
+                f"only {self.detail!r}; accumulate again with detail={detail!r}{how}"
             )
             raise IncompatibleStatsError(msg)
 
