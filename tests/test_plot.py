@@ -716,3 +716,17 @@ def test_plot_command_draws_an_output_written_from_memory(tmp_path):
     jobs.project(m, X, tmp_path / "o.zarr", y=y)  # records no input
     assert main(["plot", str(tmp_path / "o.zarr"), "--output", str(tmp_path / "p.png")]) == 0
     assert (tmp_path / "p.png").exists()
+
+
+def test_the_title_names_every_source_an_output_holds(tmp_path):
+    from streamproj.plot.picture import output_source
+
+    X, y = make_classes(n=600, p=3, k=2, seed=17)
+    for i in range(3):
+        write_zarr(tmp_path / f"day-{i}.zarr", X[i * 200:(i + 1) * 200], y[i * 200:(i + 1) * 200])
+    jobs.fit_model(str(tmp_path / "day-0.zarr"), tmp_path / "m")
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "day-0.zarr")], tmp_path / "o.zarr")
+    assert output_source(tmp_path / "o.zarr").data_name == "day-0.zarr"
+    jobs.project_model(tmp_path / "m", [str(tmp_path / f"day-{i}.zarr") for i in range(3)],
+                       tmp_path / "o.zarr", mode="append")
+    assert output_source(tmp_path / "o.zarr").data_name == "day-0.zarr and 2 more sources"

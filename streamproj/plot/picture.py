@@ -84,6 +84,10 @@ def output_source(out):
     names = attrs.get("axis_names") or _axis_names(d, coef.shape[0], len(classes))
     source = meta.get("source")
     data = Path(str(source)).name if source else Path(str(out)).name
+    held = [e for e in meta.get("sources") or [] if isinstance(e, dict)]
+    if len(held) > 1:  # the title names the data the picture shows, not its first part
+        data = f"{Path(str(held[0].get('url'))).name} and {len(held) - 1} more source" + (
+            "s" if len(held) > 2 else "")
     shrink = meta.get("shrinkage")
     model = (f"model {str(meta.get('model_id', '?'))[:8]} "
              f"({'no shrinkage' if shrink is None else f'shrinkage {shrink}'}, "
