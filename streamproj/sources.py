@@ -974,7 +974,7 @@ def _open_csv(ctx, features, label, label_given):
                            compression=compression, **({} if ctx.local else ctx.storage_options or {}))
     blocks = blocks[0]
     # CSV has no row index: count each block's rows (parsing only its first column) once.
-    counts = dask.compute(*[dask.delayed(_count_csv_rows, pure=True)(b, i == 0, columns)
+    counts = dask.compute(*[dask.delayed(_count_csv_rows, pure=True)(b, i == 0, columns, ctx.base)
                             for i, b in enumerate(blocks)])
     names = (_x_label(ctx, features, cols), f"{ctx.base}:{lab or label}")
     x_args, y_args, lengths, offset = [], [], [], 0
@@ -993,30 +993,36 @@ def _open_csv(ctx, features, label, label_given):
                   x=tuple(cols), label=lab, names=names)
 
 
-def _csv_frame(data, first, columns, usecols, dtype=None):
+def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV"):
     """Parse one block of CSV bytes (the first holds the header) into a DataFrame."""
     import pandas as pd
 
     # low_memory=False: one type per column for the whole block (pandas would otherwise infer
     # types piece by piece and warn "mixed types" on stderr, beside the one error line)
-    if first:
-        return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype)
-    return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
-                       low_memory=False, dtype=dtype)
+    try:
+        if first:
+            return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype)
+        return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
+                           low_memory=False, dtype=dtype)
+    except pd.errors.ParserError as exc:
+        msg = (f"{where}: cannot parse a block of it ({' '.join(str(exc).split())}); the file is "
+               "read in blocks split at line ends, so a quoted field holding a line break cannot "
+               "be read: remove the line breaks inside fields, or convert the file to Parquet")
+        raise InputError(msg) from None
 
 
-def _count_csv_rows(data, first, columns):
+def _count_csv_rows(data, first, columns, where="CSV"):
     """Rows in one block of CSV bytes."""
     if not data.strip():
         return 0
-    return len(_csv_frame(data, first, columns, [columns[0]]))
+    return len(_csv_frame(data, first, columns, [columns[0]], where=where))
 
 
 def _read_csv_rows(data, first, columns, features, where, offset):
     """One chunk of X: the feature columns of one block of CSV bytes, as float64."""
     import pandas as pd
 
-    frame = _csv_frame(data, first, columns, list(features))
+    frame = _csv_frame(data, first, columns, list(features), where=where)
     X = np.empty((len(frame), len(features)), dtype=np.float64, order="F")
     for j, name in enumerate(features):
         col = frame[name]
@@ -1037,7 +1043,8 @@ def _read_csv_labels(data, first, columns, label, dtype, where, offset):
     dtype = np.dtype(dtype)
     # text labels are read as text in every block: pandas would guess each block's type
     # again, and a block without "A12" would turn "007" into 7
-    frame = _csv_frame(data, first, columns, [label], {label: str} if dtype.kind == "O" else None)
+    frame = _csv_frame(data, first, columns, [label], {label: str} if dtype.kind == "O" else None,
+                       where)
     return _labels(frame[label].to_numpy(), where, label, offset, dtype)
 
 

@@ -656,3 +656,15 @@ def test_hdf5_text_labels_are_utf8_whatever_their_declared_encoding(tmp_path, da
     assert re.search(r"t\.h5:/bad label b'\\xffcat' at row 321 is not UTF-8 text$",
                      one_error_line(capsys))
     assert not (tmp_path / "m2").exists()
+
+
+def test_a_csv_field_holding_a_line_break_across_blocks_is_one_clear_error(tmp_path):
+    """It was pandas' ParserError (a traceback in Python, 'EOF inside string' on the command line)."""
+    rng = np.random.default_rng(3)
+    quoted = '"note:\nend"'  # a label holding a line break, quoted as CSV allows
+    lines = ["a,b,y"] + [f"{rng.normal()},{rng.normal()},{quoted if i % 7 == 0 else 'plain'}"
+                         for i in range(3000)]
+    (tmp_path / "nl.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"nl\.csv: cannot parse a block of it \(.*EOF inside "
+                                         r"string.*\); .* a quoted field holding a line break"):
+        sources.open_source(tmp_path / "nl.csv", label="y", chunk_rows=100).y.compute()
