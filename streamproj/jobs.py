@@ -168,13 +168,8 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
     for url in urls:
         with _unreadable(url):
             options = None if store.is_local(url) else store.storage_options(url)
-            src = None
-            if model_columns is not None:
-                given = (features if features is not None else model_columns[0],
-                         label if label is not None else model_columns[1])
-                if given != (features, label):
-                    with contextlib.suppress(InputError):
-                        src = open_source(url, x, y, *given, require_y, options)
+            src = _open_as_the_model(url, x, y, features, label, require_y, options,
+                                     model_columns)
             if src is None and allow_missing_chunks and _looks_zarr(url) and features is None \
                     and label is None:
                 src = _open_zarr_allowing_missing(url, x, y, require_y)
@@ -225,18 +220,58 @@ def _refuse_overlap(entries, src, holder):
 
 
 def _model_columns(meta):
-    """``(features, label)`` a model's table sources were read with; None for a model of arrays.
+    """How a model's table sources were read, to read later tables alike; None for arrays only.
 
-    The feature columns are the model's, in its order; the label column is the
-    one its newest table source was read with.
+    Returns
+    -------
+    dict
+        ``features``: the model's columns, in its order; ``label``: the label
+        column of its newest table source; ``labels``: each table source's own
+        label column by URL; ``kinds``: the table kinds it merged.
     """
     tables = [e for e in (meta or {}).get("sources") or []
               if isinstance(e, dict) and e.get("kind") in _NAMED_KINDS]
     names = (meta or {}).get("feature_names")
     if not tables or not names:
         return None
-    label = tables[-1].get("y")
-    return [str(n) for n in names], label if isinstance(label, str) else None
+    labels = {e.get("url"): e.get("y") for e in tables if isinstance(e.get("y"), str)}
+    newest = tables[-1].get("y")
+    return {"features": [str(n) for n in names], "label": newest if isinstance(newest, str) else None,
+            "labels": labels, "kinds": {e.get("kind") for e in tables}}
+
+
+def _open_as_the_model(url, x, y, features, label, require_y, options, model_columns):
+    """A table opened with the model's columns and label where the user names none; else None.
+
+    Only Parquet, CSV and xarray inputs (and a Zarr store when the model read
+    Zarr stores as xarray datasets); the label is the one this source was read
+    with before, else the model's newest table's, and it is optional where
+    labels are (``project``). ``--y NAME`` names a table's label column too.
+    """
+    if model_columns is None:
+        return None
+    kind = sources.input_kind(url, options)
+    if kind not in _NAMED_KINDS and not (kind == "zarr" and "xarray" in model_columns["kinds"]):
+        return None
+    user_label = label if label is not None else (y if y != "y" else None)
+    feats = features if features is not None else model_columns["features"]
+    if user_label is not None:
+        attempt = lambda: open_source(url, x, y, feats, label, require_y, options)  # noqa: E731
+    else:
+        known = model_columns["labels"].get(sources.normalise_url(url, options)) \
+            or model_columns["label"] or y
+        # as the default label (y=), not a given one: absent is no labels where they are optional
+        attempt = lambda: open_source(url, x, known, feats, None, require_y, options)  # noqa: E731
+    try:
+        return attempt()
+    except InputError as exc:
+        # opened as given instead: a Zarr store may hold arrays (X, y) rather than the
+        # variables the model read, and a table lacking one of the model's columns is then
+        # named by _match_columns; where that fails too, this error is the one to say
+        try:
+            return open_source(url, x, y, features, label, require_y, options)
+        except InputError:
+            raise exc from None
 
 
 def _check_features(src, model, model_path):
@@ -710,6 +745,8 @@ def forget_sources(model_path, patterns):
                 raise InputError(msg)
             gone += [e for e in found if e not in gone]
         kept = [e for e in entries if e not in gone]
+        _refuse_unsourced(record.stats.n_samples - sum(int(e["rows"]) for e in entries),
+                          model_path, "forget")
         if not kept:
             msg = (f"forgetting {', '.join(patterns)} would leave model {model_path} without rows; "
                    "delete the model instead")
@@ -717,8 +754,6 @@ def forget_sources(model_path, patterns):
         for e in gone:
             if e.get("id") not in summaries:
                 _remaining([e], summaries, model_path)
-        _refuse_unsourced(record.stats.n_samples - sum(int(e["rows"]) for e in entries),
-                          model_path, "forget")
         old = BoundaryProjector.from_state(record)
         new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):

@@ -64,8 +64,8 @@ from .validation import (
     text_labels_block,
 )
 
-__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "listing", "open_source", "open_sources",
-           "recorded_options"]
+__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "input_kind", "listing",
+           "normalise_url", "open_source", "open_sources", "recorded_options"]
 
 KINDS = ("zarr", "parquet", "csv", "hdf5", "xarray")
 #: Rows hashed at each end of a source by :meth:`Source.fingerprint`.
@@ -382,6 +382,27 @@ def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
             raise InputError(msg)
         found.update(m + suffix for m in matches)
     return sorted(found)
+
+
+def normalise_url(spec: str | os.PathLike, storage_options: dict | None = None) -> str:
+    """The URL a ledger records for the file or folder ``spec`` (:attr:`Source.url`)."""
+    base, _ = _split_inner(os.fspath(spec))
+    fs, path = _fs(base, storage_options)
+    return _normalise(fs, path)
+
+
+def input_kind(spec: str | os.PathLike, storage_options: dict | None = None) -> str | None:
+    """The format :func:`open_source` would read ``spec`` as (None when it cannot tell).
+
+    By the name, a folder's contents or the first bytes, as :func:`open_source`
+    detects it; nothing else is read.
+    """
+    base, _ = _split_inner(os.fspath(spec))
+    try:
+        fs, path = _fs(base, storage_options)
+        return _detect(fs, path, base) if fs.exists(path) else None
+    except (InputError, OSError, ValueError):
+        return None
 
 
 def _detect(fs, path, spec):

@@ -167,6 +167,8 @@ def test_a_model_of_tables_reads_later_tables_with_its_columns_and_label(tmp_pat
     """Without --features/--label again, a text column beside them broke project and update."""
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
+    from conftest import one_error_line
+
     from streamproj.cli import main
 
     X, y = make_classes(n=600, p=3, k=2, seed=16)
@@ -183,3 +185,33 @@ def test_a_model_of_tables_reads_later_tables_with_its_columns_and_label(tmp_pat
     assert main(["update", str(tmp_path / "m"), str(tmp_path / "b.parquet")]) == 0
     whole = sp.BoundaryProjector().fit(X, np.where(y == 1, "cat", "dog"))
     np.testing.assert_allclose(sp.load(tmp_path / "m").coef_, whole.coef_, rtol=1e-10)
+    # a table's --y still names its label column
+    frame.assign(grp=np.where(y == 1, "dog", "cat")).to_parquet(tmp_path / "g.parquet")
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "g.parquet"), "--output",
+                 str(tmp_path / "og.zarr"), "--y", "grp"]) == 0
+    out = zarr.open_group(str(tmp_path / "og.zarr"), mode="r")
+    assert out["y"][:].tolist() == np.where(y == 1, "dog", "cat").tolist()
+    # rows without the label column are projected without labels, the text column left out
+    frame.drop(columns="label").to_parquet(tmp_path / "nolabel.parquet")
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "nolabel.parquet"), "--output",
+                 str(tmp_path / "on.zarr")]) == 0
+    assert "y" not in zarr.open_group(str(tmp_path / "on.zarr"), mode="r")
+    # a table lacking one of the model's columns names it
+    frame.drop(columns="emb_2").to_parquet(tmp_path / "short.parquet")
+    capsys.readouterr()
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "short.parquet")]) == 2
+    assert "'emb_2'" in one_error_line(capsys)
+
+
+def test_each_table_is_read_again_with_its_own_label_column(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=400, p=3, k=2, seed=18)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame[:200].assign(label=y[:200]).to_parquet(tmp_path / "f0.parquet")
+    frame[200:].assign(lab2=y[200:]).to_parquet(tmp_path / "f1.parquet")
+    jobs.fit_model(str(tmp_path / "f0.parquet"), tmp_path / "m", label="label")
+    jobs.update_model(tmp_path / "m", [str(tmp_path / "f1.parquet")], label="lab2")
+    # a nightly glob without --label: each file as it was merged, so both are skipped
+    report = jobs.update_model(tmp_path / "m", [str(tmp_path / "f*.parquet")])
+    assert [s["status"] for s in report["sources"]] == ["skipped", "skipped"]
