@@ -153,11 +153,10 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
     """Expand globs and open every input as a :class:`~streamproj.sources.Source`.
 
     All sources must have the same features; the error names both.
-    ``model_columns``: ``(features, label)`` the model's tables were read with
-    (:func:`_model_columns`), tried first where ``features`` or ``label`` is
-    not given, so a later table with other columns beside them (a text column,
-    the label under its own name) is read as the model was; an input they do
-    not fit is opened as given.
+    ``model_columns``: how the model's tables were read (:func:`_model_columns`),
+    tried first where ``features`` or ``label`` is not given, so a later table
+    with other columns beside them (a text column, the label under its own
+    name) is read as the model was (:func:`_open_as_the_model`).
     """
     out: list[Source] = []
     specs = _specs(inputs)
@@ -282,7 +281,7 @@ def _check_features(src, model, model_path):
 
 
 def _match_columns(srcs, model, model_path, ledger_entries):
-    """Put each table's feature columns in the model's order, by name, in the list ``srcs``.
+    """``srcs`` with each table's feature columns put in the model's order, by name.
 
     Parquet, CSV and xarray inputs name their columns: a file whose columns are
     the model's in another order (or with others beside them) is read in the
@@ -295,10 +294,12 @@ def _match_columns(srcs, model, model_path, ledger_entries):
     names = getattr(model, "feature_names_in_", None)
     kinds = {e.get("kind", "zarr") for e in ledger_entries or [] if isinstance(e, dict)}
     if names is None or (kinds and not kinds & set(_NAMED_KINDS)):
-        return
+        return list(srcs)
     names = [str(n) for n in names]
-    for at, src in enumerate(srcs):
+    matched = []
+    for src in srcs:
         if src.kind not in _NAMED_KINDS or list(src.feature_names) == names:
+            matched.append(src)
             continue
         missing = [n for n in names if n not in src.feature_names]
         if missing:
@@ -311,7 +312,8 @@ def _match_columns(srcs, model, model_path, ledger_entries):
         # the columns (Parquet, CSV, xarray variables) are recorded in the model's order; a
         # 2-D xarray variable stays named by its variable, and is matched again when reopened
         x = tuple(names) if isinstance(src.x, tuple) else src.x
-        srcs[at] = dataclasses.replace(src, X=src.X[:, where], feature_names=tuple(names), x=x)
+        matched.append(dataclasses.replace(src, X=src.X[:, where], feature_names=tuple(names), x=x))
+    return matched
 
 
 def _plain(stats):
@@ -585,7 +587,8 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     """
     record, summaries = _read(model_path)
     old = BoundaryProjector.from_state(record)
-    _match_columns(srcs, old, model_path, record.meta.get("sources"))
+    # in the caller's list: a nightly run's projection of the same rows takes these sources
+    srcs[:] = _match_columns(srcs, old, model_path, record.meta.get("sources"))
     entries = [dict(e) for e in record.meta.get("sources", [])]
     evicted = record.meta.get("evicted_sources", [])
     work, reports = [], []
@@ -983,7 +986,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
                            _model_columns(meta))
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
-    _match_columns(srcs, model, model_path, meta.get("sources"))
+    srcs = _match_columns(srcs, model, model_path, meta.get("sources"))
     for src in srcs:
         _check_features(src, model, model_path)
     state = None if mode == "rewrite" else _output_state(out)
@@ -1055,9 +1058,7 @@ def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks
                 msg = (f"cannot rewrite {out} in the model's frame: {entry['url']} has "
                        f"{src.n_rows} rows but {out} holds {entry['rows']} of it")
                 raise InputError(msg)
-            held = [src]
-            _match_columns(held, model, model_path, model_sources)
-            src = held[0]
+            (src,) = _match_columns([src], model, model_path, model_sources)
             _check_features(src, model, model_path)
         out_srcs.append(src)
     return out_srcs + [s for s in srcs if ledger.key_of(s.key()) in given]
