@@ -385,17 +385,17 @@ def _inherit_permissions(old, new):
     (``chmod 700``, a group folder) would find it opened up after every write.
     Folders take the old root's mode, new files that of its ``zarr.json``; files
     shared with ``old`` (hard links) already have theirs. Nothing to do, and no
-    walk, when the old output has what a fresh one gets.
+    walk, when the old output has what the copy got (its root and its own
+    ``zarr.json``, written fresh): the usual case.
     """
     st = os.stat(old)
     meta = old / "zarr.json"
     dir_mode = stat.S_IMODE(st.st_mode)
     file_mode = stat.S_IMODE(os.stat(meta).st_mode) if meta.exists() else dir_mode & 0o666
-    umask = os.umask(0)
-    os.umask(umask)
     owner = (st.st_uid, st.st_gid)
-    if (dir_mode, file_mode, owner) == (0o777 & ~umask, 0o666 & ~umask,
-                                        (os.geteuid(), os.getegid())):
+    got, got_meta = os.stat(new), os.stat(new / "zarr.json")
+    if (dir_mode, file_mode, owner) == (stat.S_IMODE(got.st_mode), stat.S_IMODE(got_meta.st_mode),
+                                        (got.st_uid, got.st_gid)):
         return
     for root, _dirs, files in os.walk(new):
         _set_permissions(root, dir_mode, owner)
