@@ -1735,18 +1735,24 @@ def check_ledger(entries, where, key="sources", error=None):
         msg = f"{where} is damaged: its {key!r} must be a list; got {type(entries).__name__}"
         raise error(msg)
     for i, entry in enumerate(entries):
-        wanted = {"url": str, "rows": int}
-        bad = None if isinstance(entry, dict) else "it is not a table"
-        for name, kind in wanted.items():
-            if bad is None and name not in entry:
-                bad = f"it lacks {name!r}"
-            elif bad is None and (not isinstance(entry[name], kind) or isinstance(entry[name], bool)
-                                  or (name == "rows" and entry[name] < 0)):
-                bad = f"its {name!r} is {entry[name]!r}"
+        bad = _ledger_entry_fault(entry)
         if bad is not None:
             msg = (f"{where} is damaged: entry {i + 1} of its {key!r} ({_short(str(entry))[:60]}…): "
                    f"{bad}")
             raise error(msg)
+
+
+def _ledger_entry_fault(entry):
+    """What is wrong with one ledger entry (None when nothing is)."""
+    if not isinstance(entry, dict):
+        return "it is not a table"
+    for name, kind in (("url", str), ("rows", int)):
+        if name not in entry:
+            return f"it lacks {name!r}"
+        value = entry[name]
+        if not isinstance(value, kind) or isinstance(value, bool) or (name == "rows" and value < 0):
+            return f"its {name!r} is {value!r}"
+    return None
 
 
 def read_record(path):
