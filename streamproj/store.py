@@ -1746,12 +1746,15 @@ def _ledger_entry_fault(entry):
     """What is wrong with one ledger entry (None when nothing is)."""
     if not isinstance(entry, dict):
         return "it is not a table"
-    for name, kind in (("url", str), ("rows", int)):
-        if name not in entry:
-            return f"it lacks {name!r}"
-        value = entry[name]
-        if not isinstance(value, kind) or isinstance(value, bool) or (name == "rows" and value < 0):
-            return f"its {name!r} is {value!r}"
+    if "url" not in entry:
+        return "it lacks 'url'"
+    if not isinstance(entry["url"], str):
+        return f"its 'url' is {entry['url']!r}"
+    if "rows" not in entry:
+        return "it lacks 'rows'"
+    rows = entry["rows"]
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+        return f"its 'rows' is {rows!r}"
     return None
 
 
