@@ -19,7 +19,7 @@ from . import store
 from .errors import InputError
 from .passes import project_blocks, score_blocks, store_projection
 from .solvers import scores_to_index
-from .validation import as_dask_labels, as_dask_rows, plain_labels, text_labels
+from .validation import as_dask_labels, as_dask_rows, block_start, plain_labels, text_labels
 
 __all__ = [
     "DECISION_MAX_CLASSES",
@@ -109,7 +109,7 @@ def _kind_block(block, want, name, block_info=None):
     if block.size:  # a chunk holds one type (mixed ones are refused where they are stored)
         first = block[0]
         kind = "text" if isinstance(first, str | bytes) else "numbers"
-        start = block_info[0]["array-location"][0][0] if block_info else 0
+        start = block_start(block_info)
         _check_kind(kind, want, name, f"{first!r} at row {start}")
     return block
 
@@ -254,7 +254,7 @@ def _numbers_block(block, name, target, block_info=None):
     Text is refused, and so is a label ``target`` cannot hold (0.5 onto int64
     labels, 2**53 + 1 onto float64 ones), naming its row.
     """
-    start = block_info[0]["array-location"][0][0] if block_info else 0
+    start = block_start(block_info)
     block = np.asarray(block)
     if block.dtype.kind == "O":  # typed per chunk (Parquet, CSV): missing or mixed ones named
         block = plain_labels(block, start, name)
@@ -286,7 +286,7 @@ def _text_block(block, name, target=None, block_info=None):
     whole, or a label would be cut short.
     """
     block = np.asarray(block)
-    start = block_info[0]["array-location"][0][0] if block_info else 0
+    start = block_start(block_info)
     if block.dtype.kind == "O":  # labels typed per chunk (Parquet, CSV): missing or mixed ones named
         block = plain_labels(block, start, name)
     block = text_labels(block, start, name, " of the rows being written")

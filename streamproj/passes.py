@@ -37,7 +37,7 @@ from .stats import (
     partial_summary,
     summary_nbytes,
 )
-from .validation import as_dask_labels, as_dask_rows, check_finite
+from .validation import as_dask_labels, as_dask_rows, block_start, check_finite
 
 __all__ = [
     "accumulate",
@@ -267,7 +267,7 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
     out = _centred_product(block, center, components, bfloat16)
     # Any NaN or inf in a row makes its coordinates non-finite: check the small output.
     if not np.isfinite(out).all():
-        first = block_info[0]["array-location"][0][0] if block_info else 0
+        first = block_start(block_info)
         check_finite(bfloat16_to_float32(block) if bfloat16 else block, row_offset + first, name)
         msg = f"{name} rows from {row_offset + first} are too large to project in float64"
         raise BadValuesError(msg)

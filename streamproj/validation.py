@@ -31,6 +31,7 @@ __all__ = [
     "as_dask_rows",
     "as_labels",
     "as_lazy_rows",
+    "block_start",
     "check_finite",
     "check_matrix",
     "check_n_features",
@@ -353,9 +354,14 @@ def plain_labels(values: np.ndarray, row_offset: int = 0, name: str = "y") -> np
     raise InputError(msg)
 
 
+def block_start(block_info: Any) -> int:
+    """The global first row of the chunk a ``map_blocks`` function was given (0 without ``block_info``)."""
+    return int(block_info[0]["array-location"][0][0]) if block_info else 0
+
+
 def text_labels_block(block: np.ndarray, name: str, block_info: Any = None) -> np.ndarray:
     """:func:`text_labels` of one chunk of a dask array (``map_blocks``), rows named globally."""
-    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    offset = block_start(block_info)
     return text_labels(block, offset, name)
 
 
@@ -405,7 +411,7 @@ def _is_utf8(value):
 
 
 def _plain_block(block, name, block_info=None):
-    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    offset = block_start(block_info)
     return plain_labels(block, offset, name)
 
 
