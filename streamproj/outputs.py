@@ -248,6 +248,11 @@ def _as_text(arr, name, target=None):
                           meta=np.empty((0,), dtype=object))
 
 
+# what an append an output cannot take exactly says to do
+_REWRITE_ONCE = ('rewrite OUT once (streamproj project ... --overwrite, or one run with [output] '
+                 'mode = "rewrite")')
+
+
 def _numbers_block(block, name, target, block_info=None):
     """A chunk of labels for OUT's array of numeric labels (dtype ``target``), stored exactly.
 
@@ -272,8 +277,7 @@ def _numbers_block(block, name, target, block_info=None):
         row = int(lost[0])
         msg = (f"OUT holds its {name} labels as {target}, which cannot hold the label "
                f"{block[row].item()!r} at row {start + row} of the rows being written (it would "
-               f"be stored as {stored[row].item()!r}); rewrite OUT once (streamproj project ... "
-               "--overwrite, or one run with [output] mode = \"rewrite\")")
+               f"be stored as {stored[row].item()!r}); {_REWRITE_ONCE}")
         raise InputError(msg)
     return stored
 
@@ -302,8 +306,7 @@ def _text_block(block, name, target=None, block_info=None):
             row = int(np.flatnonzero(long)[0])
             msg = (f"OUT holds its {name} labels in {width} characters, and the label "
                    f"{str(block[row])!r} at row {start + row} of the rows being written is longer "
-                   "(it would be cut short); rewrite OUT once (streamproj project ... --overwrite, "
-                   "or one run with [output] mode = \"rewrite\"), which stores labels of any length")
+                   f"(it would be cut short); {_REWRITE_ONCE}, which stores labels of any length")
             raise InputError(msg)
     return block
 

@@ -381,7 +381,7 @@ def text_labels(values: np.ndarray, row_offset: int = 0, name: str = "y",
     """
     values = np.asarray(values)
     if values.dtype.kind == "O":  # variable-length: bytes objects (h5py, Zarr's vlen bytes)
-        if not any(isinstance(v, bytes) for v in values.flat[:1]):
+        if not (values.size and isinstance(values.flat[0], bytes)):
             return values
         listed = values.tolist()
         out = np.empty(len(listed), dtype=object)
