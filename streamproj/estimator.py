@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from numbers import Integral, Real
@@ -52,6 +53,12 @@ from .validation import (
 )
 
 __all__ = ["BoundaryProjector", "load"]
+
+# What a model loaded by BoundaryProjector.from_state solves on first use (its LDA).
+_DEFERRED_ATTRIBUTES = frozenset({"priors_", "means_", "covariance_", "scalings_", "_score_center_",
+                                  "_score_coef_", "_score_offset_", "_decision_offset_"})
+_DEFERRED_LOCK = threading.Lock()
+_NOT_DEFERRED = object()
 
 
 def _external_boundary(boundary):
@@ -225,7 +232,7 @@ class _SummaryClassifier:
     def _reset(self):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
-        for name in ("_unsolved", "_declared", "_given_classes"):
+        for name in ("_unsolved", "_declared", "_given_classes", "_deferred_lda"):
             self.__dict__.pop(name, None)
 
     def _declare_classes(self, classes, first):
@@ -334,7 +341,7 @@ class _SummaryClassifier:
         self.__dict__.pop("meta_", None)
 
     def _drop_solution(self, reason):
-        for name in self._solution_attributes:
+        for name in (*self._solution_attributes, "_deferred_lda"):
             self.__dict__.pop(name, None)
         self._unsolved = reason
 
@@ -640,7 +647,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         center, scatter, spike = solvers.projection_center(
             stats, w, b, self.center, mean_distance if w is not None else None)
         V = solvers.boundary_axes(basis, scatter, self.n_components, spike, overwrite_scatter=True)
-        for name in ("priors_", "means_", "covariance_", "scalings_"):
+        for name in ("priors_", "means_", "covariance_", "scalings_", "_deferred_lda"):
             self.__dict__.pop(name, None)
         for name, value in fitted.items():
             setattr(self, name, value)
@@ -853,8 +860,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             "n_components": int(self.components_.shape[0]),
             "summary_detail": self.stats_.detail,
         }
-        if self.boundary is None:  # the LDA solved from stats_ passed this test
-            meta["singularity_test"] = solvers.SINGULARITY_TEST
+        if self.boundary is None and self._lda_tested(meta["model_id"]):
+            meta["singularity_test"] = solvers.SINGULARITY_TEST  # the LDA of stats_ passed it
         if hasattr(self, "feature_names_in_"):
             meta["feature_names"] = [str(n) for n in self.feature_names_in_]
         meta.update(extra or {})
@@ -923,29 +930,58 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         model.n_features_in_ = stats.n_features
         if meta.get("feature_names"):
             model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
-        result = None
+        model.meta_ = meta
         if params.get("boundary") is None:
             if model.classes_.shape[0] != stats.n_classes:
                 # classes declared by partial_fit(classes=...), some with no rows yet: the
                 # priors given for all of them are solved for those with rows, as when fitted
                 model._declared = model.classes_
-            # A record written after this singularity test passed, for exactly these
-            # summaries, skips its O(p³) eigenvalues (2.2 s at p = 4,096). Any other record
-            # (0.1's tested the raw covariance; edited; built by hand) is tested again.
-            trusted = (meta.get("singularity_test") == solvers.SINGULARITY_TEST
-                       and meta.get("model_id") == model.model_id_)
-            result = solvers.lda(stats, model.shrinkage, model._solved_priors(stats),
-                                 check_singular=not trusted)
-            model.priors_, model.means_ = result.priors, result.means
-            model.covariance_, model.scalings_ = result.covariance, result.scalings
             model._labels_ = np.asarray(stats.classes)
+            if meta.get("singularity_test") == solvers.SINGULARITY_TEST:
+                # Solved on first use (see __getattr__): projecting two classes needs only the
+                # stored axes and boundary, and the solve (Cholesky, 0.22 s at p = 4,096) and
+                # the model id that vouches for it (0.19 s) would be idle work.
+                model._deferred_lda = meta.get("model_id")
+            else:  # 0.1's records tested the raw covariance; hand-built ones nothing: test now
+                model._solve_lda(trusted=False)
         else:
             model._labels_ = model.classes_
             if params["boundary"].get("classes") is not None:
                 model._given_classes = model.classes_
-        model._set_centred_scores(stats, result)
-        model.meta_ = meta
+            model._set_centred_scores(stats)
         return model
+
+    def _solve_lda(self, trusted):
+        """The LDA solution of ``stats_`` for a model built by :meth:`from_state`.
+
+        ``trusted``: the record says its summaries passed the singularity test,
+        so its O(p³) eigenvalues (2.2 s at p = 4,096) are skipped.
+        """
+        stats = self.stats_
+        result = solvers.lda(stats, self.shrinkage, self._solved_priors(stats),
+                             check_singular=not trusted)
+        self.priors_, self.means_ = result.priors, result.means
+        self.covariance_, self.scalings_ = result.covariance, result.scalings
+        self._set_centred_scores(stats, result)
+
+    def _lda_tested(self, model_id):
+        """Whether the LDA of this fitted model passed the singularity test (``model_id``: its id now)."""
+        deferred = self.__dict__.get("_deferred_lda", _NOT_DEFERRED)
+        return deferred is _NOT_DEFERRED or deferred == model_id
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only when the attribute is missing: a model loaded by from_state solves its
+        # LDA the first time one of its attributes is asked for.
+        if name in _DEFERRED_ATTRIBUTES and "_deferred_lda" in self.__dict__:
+            with _DEFERRED_LOCK:  # one solve, even when two threads ask at once
+                if "_deferred_lda" in self.__dict__:
+                    # A record written after the singularity test passed, for exactly these
+                    # summaries, skips it; an edited one (its id no longer matches) is tested.
+                    self._solve_lda(trusted=self.__dict__["_deferred_lda"] == self.model_id_)
+                    del self.__dict__["_deferred_lda"]
+            return self.__dict__[name]
+        msg = f"{type(self).__name__!r} object has no attribute {name!r}"
+        raise AttributeError(msg)
 
 
 # set_output is available, but transform wraps its own output so lazy results stay lazy.

@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import zarr
 from conftest import make_classes, write_zarr
 
 import streamproj as sp
@@ -71,8 +72,49 @@ def test_loading_its_own_record_skips_only_the_singularity_test(fitted, monkeypa
     with store.model_lock(tmp_path / "m"):  # and after a round trip through the store
         store.write_record(tmp_path / "m", model.to_state())
     again = sp.load(tmp_path / "m")
-    assert seen == [False, False]
+    assert seen == [False]  # solved on first use, not on load
     np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
+    assert seen == [False, False]
+
+
+def test_a_loaded_model_solves_its_lda_on_first_use_only(fitted):
+    model, X = fitted
+    back = sp.BoundaryProjector.from_state(model.to_state())
+    assert "covariance_" not in vars(back)  # not solved yet ...
+    for name in ("priors_", "means_", "covariance_", "scalings_"):  # ... and exactly the fit's
+        np.testing.assert_array_equal(getattr(back, name), getattr(model, name))
+    assert "_deferred_lda" not in vars(back)
+    np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
+    with pytest.raises(AttributeError, match="no attribute 'nothing_'"):
+        back.nothing_  # noqa: B018 - other names are still missing
+
+
+def test_a_loaded_model_survives_pickling_and_threads_unsolved(fitted, monkeypatch):
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, X = fitted
+    back = pickle.loads(pickle.dumps(sp.BoundaryProjector.from_state(model.to_state())))
+    seen = _spy_lda(monkeypatch)
+    with ThreadPoolExecutor(4) as pool:  # four threads ask at once: one solve
+        got = list(pool.map(lambda _: back.decision_function(X), range(4)))
+    assert seen == [False]
+    for g in got:
+        np.testing.assert_array_equal(g, model.decision_function(X))
+
+
+def test_projecting_two_classes_from_a_saved_model_solves_nothing(monkeypatch, tmp_path):
+    X, y = make_classes(n=400, p=5, k=2, seed=7)
+    write_zarr(tmp_path / "in.zarr", X, y, chunk_rows=150)
+    jobs.fit_model([str(tmp_path / "in.zarr")], tmp_path / "m")
+    seen = _spy_lda(monkeypatch)
+    jobs.project_model(tmp_path / "m", [str(tmp_path / "in.zarr")], tmp_path / "out.zarr")
+    assert seen == []  # the stored axes and boundary are all a projection of two classes needs
+    out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+    model = sp.load(tmp_path / "m")
+    np.testing.assert_allclose(out["decision"][:], model.decision_function(X), rtol=1e-12)
+    np.testing.assert_array_equal(out["predicted"][:], model.predict(X))
+    assert seen == [False]
 
 
 def test_another_versions_or_an_edited_record_is_tested_again(fitted, monkeypatch):
@@ -88,8 +130,11 @@ def test_another_versions_or_an_edited_record_is_tested_again(fitted, monkeypatc
     meta, _, solution = sp.BoundaryProjector().fit(X, y).to_state()  # no shrinkage
     bad = np.asarray(X, dtype=np.float64).copy()
     bad[:, -1] = bad[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(bad.shape[0])
+    edited = sp.BoundaryProjector.from_state(ModelRecord(meta, sp.ClassStats.from_rows(bad, y),
+                                                          solution))
     with pytest.raises(SingularScatterError, match="smallest eigenvalue"):
-        sp.BoundaryProjector.from_state(ModelRecord(meta, sp.ClassStats.from_rows(bad, y), solution))
+        edited.decision_function(X)  # the LDA is solved (and tested) on first use
+    assert "singularity_test" not in edited.to_state().meta  # nor vouched for when saved
 
 
 def test_unfitted_model_has_no_record():
