@@ -218,6 +218,19 @@ def _refuse_overlap(entries, src, holder):
         raise SourceChangedError(msg)
 
 
+def _refuse_same_rows(entries, src, holder, fix):
+    """Refuse a new source holding exactly the rows of one ``entries`` hold (moved or copied)."""
+    same = ledger.same_rows(entries, src)
+    if same is not None:
+        msg = (f"{src.spec} holds the same {src.n_rows} rows as {same['url']}, {holder}: its rows "
+               f"would be counted twice; {fix}")
+        raise SourceChangedError(msg)
+
+
+# Sources are kept by path (symbolic links resolved), so a move cannot be told from a copy.
+_MOVED = "leave the copy out; if the data moved, refit with --overwrite"
+
+
 def _model_columns(meta):
     """How a model's table sources were read, to read later tables alike; None for arrays only.
 
@@ -434,6 +447,7 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
             for src in srcs:
                 batch = _summarise(src, 0, detail, progress, model.max_summary_memory,
                                    model.bfloat16)
+                _refuse_same_rows(entries, src, "also given", "give only one of them")
                 sid = ledger.new_id(entries)
                 summaries[sid] = batch
                 entries.append(ledger.record(src, src.n_rows, sid=sid,
@@ -616,7 +630,7 @@ def _plan_update(model_path, srcs, verify, progress, clock):
         reports.append({"url": src.url, "status": "grown" if start else "merged",
                         "rows_merged": src.n_rows - start, "rows_skipped": start})
     return {"record": record, "summaries": summaries, "old": old, "entries": entries,
-            "work": work, "reports": reports}
+            "evicted": evicted, "work": work, "reports": reports}
 
 
 def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
@@ -629,6 +643,11 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     meta, stats = record.meta, record.stats
     unsourced = stats.n_samples - sum(int(e["rows"]) for e in entries)
     for (src, entry, start), batch in zip(plan["work"], batches, strict=True):
+        if entry is None:  # fingerprinted here from the pass's own reads, before anything is written
+            _refuse_same_rows(entries, src, f"which model {model_path} holds (moved or copied?)",
+                              _MOVED)
+            _refuse_same_rows(plan["evicted"], src, f"which model {model_path} dropped before "
+                              "(forget, or its window)", _MOVED)
         sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
         if sid is not None:
             summaries[sid] = summaries[sid] + batch if sid in summaries else batch
@@ -1111,6 +1130,9 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         """OUT's attributes once it holds the new rows (records their sources' fingerprints)."""
         sources, at = [dict(e) for e in held], n_old
         for src, start, entry in parts:
+            if entry is None:
+                _refuse_same_rows(sources, src, f"whose rows output {out} holds (moved or copied?)",
+                                  _MOVED.replace("refit", f"rewrite {out}"))
             grown = ledger.record(src, src.n_rows, previous=entry)
             grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
             grown.pop("batches", None)

@@ -43,6 +43,7 @@ __all__ = [
     "overlapping",
     "parse_age",
     "record",
+    "same_rows",
     "stamp",
     "to_evict",
 ]
@@ -99,6 +100,24 @@ def overlapping(ledger, key):
         if store.overlaps(where, location(entry)):
             return entry
     return None
+
+
+def same_rows(ledger, src):
+    """An entry of ``ledger`` holding exactly the rows of ``src`` under another name, or None.
+
+    A source moved or copied to another path is a new key with the same rows:
+    merging it would count them twice. Entries are compared by row count and
+    fingerprint (first and last rows, shapes and dtypes), so ``src`` is
+    fingerprinted only when some entry holds as many rows as it has (a job
+    fingerprints its new sources anyway; the value is kept). Empty sources are
+    never the same rows.
+    """
+    rows, want = src.n_rows, key_of(src.key())
+    alike = [e for e in ledger if int(e["rows"]) == rows and key_of(e) != want]
+    if rows == 0 or not alike:
+        return None
+    mine = src.fingerprint(rows)
+    return next((e for e in alike if (e.get("fingerprint") or e.get("edges")) == mine), None)
 
 
 def find(ledger, key):

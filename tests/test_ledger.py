@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,11 @@ def test_forget_equals_a_fit_on_the_remaining_sources(days):
     rep = jobs.forget_sources(d / "m", d / "day-1.zarr")
     assert rep["rows_removed"] == 300
     assert_fit_on(d / "m", X[rows(0, 2, 3, 4)], y[rows(0, 2, 3, 4)])
+    (d / "day-1.zarr").rename(d / "moved.zarr")  # forgotten, then moved: not merged back
+    with pytest.raises(SourceChangedError, match=r"moved\.zarr holds the same 300 rows as "
+                                                 r".*day-1\.zarr, which model .* dropped before"):
+        jobs.update_model(d / "m", d / "moved.zarr")
+    (d / "moved.zarr").rename(d / "day-1.zarr")
     (d / "day-3.zarr").rename(d / "gone.zarr")  # a deleted source can still be forgotten, by glob
     jobs.forget_sources(d / "m", str(d / "day-[34].zarr"))
     assert_fit_on(d / "m", X[rows(0, 2)], y[rows(0, 2)])
@@ -317,6 +323,43 @@ def test_a_source_respelled_is_not_merged_or_appended_twice(days):
     jobs.update_model(d / "m", d / "day-1.zarr")
     jobs.update_model(d / "m", d / "day-1.zarr", x="X2", y="y2")
     assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
+
+
+def test_a_moved_or_copied_source_is_refused_not_merged_twice(days, capsys):
+    """A folder moved (every path changes) or a store copied: new names, the same rows."""
+    d, X, y = days
+    a = d / "a"
+    a.mkdir()
+    for i in (0, 1):
+        (d / f"day-{i}.zarr").rename(a / f"day-{i}.zarr")
+    jobs.fit_model(a / "day-0.zarr", a / "m")
+    jobs.project_model(a / "m", [str(a / "day-0.zarr")], a / "o.zarr")
+    b = a.rename(d / "b")  # the whole project moved
+    before = (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict())
+    with pytest.raises(SourceChangedError, match=r"b/day-0\.zarr holds the same 300 rows as "
+                                                 r".*a/day-0\.zarr, which model .* holds \(moved "
+                                                 r"or copied\?\): its rows would be counted twice"):
+        jobs.update_model(b / "m", str(b / "day-*.zarr"))
+    with pytest.raises(SourceChangedError, match=r"whose rows output .*o\.zarr holds .* rewrite "):
+        jobs.project_model(b / "m", [str(b / "day-1.zarr"), str(b / "day-0.zarr")], b / "o.zarr",
+                           mode="append")
+    # the nightly job, in one pass: refused before the model is written, in one line, exit 2
+    (b / "job.toml").write_text(f'[input]\npaths = ["{b}/day-*.zarr"]\n[model]\npath = "{b}/m"\n'
+                                f'mode = "auto"\n[output]\npath = "{b}/o.zarr"\nmode = "append"\n')
+    assert main(["run", str(b / "job.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("streamproj: error: ")
+    assert "counted twice" in err
+    assert "\n" not in err
+    assert (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict()) == before
+    assert_fit_on(b / "m", X[rows(0)], y[rows(0)])
+    jobs.update_model(b / "m", str(b / "day-1.zarr"))  # new rows still merge
+    assert_fit_on(b / "m", X[rows(0, 1)], y[rows(0, 1)])
+    # a copy given beside its original, to fit: refused too; an empty copy is no copy
+    shutil.copytree(b / "day-1.zarr", b / "copy.zarr")
+    with pytest.raises(SourceChangedError, match=r"same 300 rows as .*, also given"):
+        jobs.fit_model([str(b / "day-1.zarr"), str(b / "copy.zarr")], b / "m2")
+    assert not (b / "m2").exists()
 
 
 def test_two_datasets_of_one_hdf5_file_are_two_sources(days):
