@@ -58,7 +58,6 @@ __all__ = ["BoundaryProjector", "load"]
 _DEFERRED_ATTRIBUTES = frozenset({"priors_", "means_", "covariance_", "scalings_", "_score_center_",
                                   "_score_coef_", "_score_offset_", "_decision_offset_"})
 _DEFERRED_LOCK = threading.Lock()
-_NOT_DEFERRED = object()
 
 
 def _external_boundary(boundary):
@@ -937,13 +936,15 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                 # priors given for all of them are solved for those with rows, as when fitted
                 model._declared = model.classes_
             model._labels_ = np.asarray(stats.classes)
+            # the record's own parameters: set_params before first use must not change them
+            solve = (model.shrinkage, model._solved_priors(stats))
             if meta.get("singularity_test") == solvers.SINGULARITY_TEST:
                 # Solved on first use (see __getattr__): projecting two classes needs only the
                 # stored axes and boundary, and the solve (Cholesky, 0.22 s at p = 4,096) and
                 # the model id that vouches for it (0.19 s) would be idle work.
-                model._deferred_lda = meta.get("model_id")
+                model._deferred_lda = (meta.get("model_id"), *solve)
             else:  # 0.1's records tested the raw covariance; hand-built ones nothing: test now
-                model._solve_lda(trusted=False)
+                model._solve_lda(False, *solve)
         else:
             model._labels_ = model.classes_
             if params["boundary"].get("classes") is not None:
@@ -951,23 +952,23 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             model._set_centred_scores(stats)
         return model
 
-    def _solve_lda(self, trusted):
+    def _solve_lda(self, trusted, shrinkage, priors):
         """The LDA solution of ``stats_`` for a model built by :meth:`from_state`.
 
         ``trusted``: the record says its summaries passed the singularity test,
         so its O(p³) eigenvalues (2.2 s at p = 4,096) are skipped.
+        ``shrinkage``, ``priors``: the record's (solved priors).
         """
         stats = self.stats_
-        result = solvers.lda(stats, self.shrinkage, self._solved_priors(stats),
-                             check_singular=not trusted)
+        result = solvers.lda(stats, shrinkage, priors, check_singular=not trusted)
         self.priors_, self.means_ = result.priors, result.means
         self.covariance_, self.scalings_ = result.covariance, result.scalings
         self._set_centred_scores(stats, result)
 
     def _lda_tested(self, model_id):
         """Whether the LDA of this fitted model passed the singularity test (``model_id``: its id now)."""
-        deferred = self.__dict__.get("_deferred_lda", _NOT_DEFERRED)
-        return deferred is _NOT_DEFERRED or deferred == model_id
+        deferred = self.__dict__.get("_deferred_lda")
+        return deferred is None or deferred[0] == model_id
 
     def __getattr__(self, name: str) -> Any:
         # Reached only when the attribute is missing: a model loaded by from_state solves its
@@ -977,7 +978,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                 if "_deferred_lda" in self.__dict__:
                     # A record written after the singularity test passed, for exactly these
                     # summaries, skips it; an edited one (its id no longer matches) is tested.
-                    self._solve_lda(trusted=self.__dict__["_deferred_lda"] == self.model_id_)
+                    model_id, shrinkage, priors = self.__dict__["_deferred_lda"]
+                    self._solve_lda(model_id == self.model_id_, shrinkage, priors)
                     del self.__dict__["_deferred_lda"]
             return self.__dict__[name]
         msg = f"{type(self).__name__!r} object has no attribute {name!r}"

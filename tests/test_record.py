@@ -87,6 +87,11 @@ def test_a_loaded_model_solves_its_lda_on_first_use_only(fitted):
     np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
     with pytest.raises(AttributeError, match="no attribute 'nothing_'"):
         back.nothing_  # noqa: B018 - other names are still missing
+    # parameters set after loading change nothing until a refit, solved or not (as scikit-learn's)
+    late = sp.BoundaryProjector.from_state(model.to_state()).set_params(shrinkage=0.9,
+                                                                          priors=[0.1, 0.1, 0.8])
+    np.testing.assert_array_equal(late.decision_function(X), model.decision_function(X))
+    np.testing.assert_array_equal(late.predict_proba(X), model.predict_proba(X))
 
 
 def test_a_loaded_model_survives_pickling_and_threads_unsolved(fitted, monkeypatch):
