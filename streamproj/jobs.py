@@ -218,17 +218,46 @@ def _refuse_overlap(entries, src, holder):
         raise SourceChangedError(msg)
 
 
-def _refuse_same_rows(entries, src, holder, fix):
-    """Refuse a new source holding exactly the rows of one ``entries`` hold (moved or copied)."""
-    same = ledger.same_rows(entries, src)
-    if same is not None:
-        msg = (f"{src.spec} holds the same {src.n_rows} rows as {same['url']}, {holder}: its rows "
-               f"would be counted twice; {fix}")
-        raise SourceChangedError(msg)
+def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None):
+    """Refuse a new source whose rows another holds under another path (moved or copied).
+
+    ``srcs`` are the new sources (in the job's order), checked against the
+    ``held`` ledger entries, the ``dropped`` ones (forgotten or out of the
+    window) and each other. Their fingerprints come from the reads the job
+    makes anyway. ``holder`` names who holds ``held`` ("model m"); ``fix``
+    is what to do about a moved source.
+    """
+    given: list[dict] = []
+    for src in srcs:
+        for entries, whose, how in (
+                (held, f"which {holder} holds (moved or copied?)", fix),
+                (dropped, f"which {holder} dropped before (forget, or its window)", fix),
+                (given, "also given", "give only one of them")):
+            same = ledger.same_rows(entries, src)
+            if same is not None:
+                # the first and last rows, shapes and dtypes agree: "looks like", not "is"
+                msg = (f"{src.spec} has the same {src.n_rows} rows (first and last rows, shape, "
+                       f"dtypes) as {same['url']}, {whose}: its rows would be counted twice; "
+                       f"{how or 'give only one of them'}")
+                raise SourceChangedError(msg)
+        given.append({**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint()})
 
 
-# Sources are kept by path (symbolic links resolved), so a move cannot be told from a copy.
-_MOVED = "leave the copy out; if the data moved, refit with --overwrite"
+def _moved_fix(what):
+    # sources are kept by path (symbolic links resolved), so a move cannot be told from a copy
+    return f"leave the copy out; if the data moved, {what} with --overwrite"
+
+
+def _refuse_new_copies(plan, model_path):
+    """:func:`_refuse_copies` for the sources an update adds to the model (``plan``: its plan)."""
+    _refuse_copies([src for src, entry, _ in plan["work"] if entry is None], f"model {model_path}",
+                   plan["entries"], plan["evicted"], _moved_fix("refit the model"))
+
+
+def _refuse_appended_copies(held, parts, out):
+    """:func:`_refuse_copies` for the sources an append adds to OUT (``held``: OUT's ledger)."""
+    _refuse_copies([src for src, _, entry in parts if entry is None], f"output {out}", held,
+                   fix=_moved_fix(f"rewrite {out}"))
 
 
 def _model_columns(meta):
@@ -444,10 +473,11 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
         entries: list[dict] = []
         reports: list[dict] = []
         with clock("pass1"):
+            # before pass 1: the fingerprint is two chunks fit reads for its ledger anyway
+            _refuse_copies(srcs, "this fit")
             for src in srcs:
                 batch = _summarise(src, 0, detail, progress, model.max_summary_memory,
                                    model.bfloat16)
-                _refuse_same_rows(entries, src, "also given", "give only one of them")
                 sid = ledger.new_id(entries)
                 summaries[sid] = batch
                 entries.append(ledger.record(src, src.n_rows, sid=sid,
@@ -642,12 +672,8 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     entries, reports = plan["entries"], plan["reports"]
     meta, stats = record.meta, record.stats
     unsourced = stats.n_samples - sum(int(e["rows"]) for e in entries)
+    _refuse_new_copies(plan, model_path)  # before anything is written
     for (src, entry, start), batch in zip(plan["work"], batches, strict=True):
-        if entry is None:  # fingerprinted here from the pass's own reads, before anything is written
-            _refuse_same_rows(entries, src, f"which model {model_path} holds (moved or copied?)",
-                              _MOVED)
-            _refuse_same_rows(plan["evicted"], src, f"which model {model_path} dropped before "
-                              "(forget, or its window)", _MOVED)
         sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
         if sid is not None:
             summaries[sid] = summaries[sid] + batch if sid in summaries else batch
@@ -807,6 +833,14 @@ def _features_of(meta):
     return firsts[0] if firsts and firsts[0] else None
 
 
+def _same_entry(entries, entry):
+    """The entry of ``entries`` for the same source as ``entry``: its key, or its rows' fingerprint."""
+    prints = entry.get("fingerprint") or entry.get("edges")
+    return ledger.find(entries, entry) or next(
+        (f for f in entries if prints and (f.get("fingerprint") or f.get("edges")) == prints
+         and f["rows"] == entry["rows"]), None)
+
+
 def merge_models(model_path, others):
     """Merge models fitted elsewhere into ``model_path`` exactly, keeping every source's provenance.
 
@@ -845,13 +879,17 @@ def merge_models(model_path, others):
                        f"{stats.detail}; refit one of them with the other's parameters")
                 raise IncompatibleStatsError(msg)
             for e in ometa.get("sources", []):
-                same = ledger.find(entries + added, e) or next(
-                    (f for f in entries + added if f.get("fingerprint") and f.get("fingerprint")
-                     == (e.get("fingerprint") or e.get("edges")) and f["rows"] == e["rows"]), None)
+                same = _same_entry(entries + added, e)
                 if same is not None:
                     msg = (f"model {other} and {model_path} share the source {e['url']} "
                            f"({e['rows']} rows; in {model_path} as {same['url']}); merging would "
                            f"count its rows twice: forget it from one of them first")
+                    raise InputError(msg)
+                gone = _same_entry(meta.get("evicted_sources", []), e)
+                if gone is not None:  # as update refuses it: forgotten rows do not come back
+                    msg = (f"model {other} holds the source {e['url']} ({e['rows']} rows), which "
+                           f"{model_path} dropped before as {gone['url']} (forget, or its "
+                           f"window); forget it from {other} first")
                     raise InputError(msg)
                 if e.get("id") not in osummaries:
                     msg = (f"model {other} has no per-source summary of {e['url']} (written by "
@@ -949,8 +987,9 @@ def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progr
     return model_id
 
 
-def _source_ranges(srcs, stamps):
+def _source_ranges(srcs, stamps, out_path):
     """OUT's record of the rows of ``srcs``; ``stamps``: their file listings, taken before the rows were read."""
+    _refuse_copies(srcs, f"output {out_path}")  # (their fingerprints: from the pass just made)
     out, at = [], 0
     for src, stamp in zip(srcs, stamps, strict=True):
         entry = {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(src.n_rows),
@@ -1043,7 +1082,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         # differs from its record, and the next append checks its rows (SourceChangedError).
         stamps = [ledger.stamp(src) for src in srcs]
         model_id = _write_full(model, meta, model_path, arrays, out, overwrite or state is not None,
-                               decision, progress, lambda: _source_ranges(srcs, stamps), action,
+                               decision, progress, lambda: _source_ranges(srcs, stamps, out), action,
                                srcs)
     return {**_project_base(model_id, model_path, out, model), "status": "projected",
             "output_action": action, "reason": reason,
@@ -1128,11 +1167,9 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         raise InputError(msg)
     def grown_attrs():
         """OUT's attributes once it holds the new rows (records their sources' fingerprints)."""
+        _refuse_appended_copies(held, parts, out)
         sources, at = [dict(e) for e in held], n_old
         for src, start, entry in parts:
-            if entry is None:
-                _refuse_same_rows(sources, src, f"whose rows output {out} holds (moved or copied?)",
-                                  _MOVED.replace("refit", f"rewrite {out}"))
             grown = ledger.record(src, src.n_rows, previous=entry)
             grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
             grown.pop("batches", None)
@@ -1371,16 +1408,19 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
     def both(stored, _n_chunks):
         with clock("pass1+2"):
             values = compute_with_progress(
-                *[lazy for lazy, _ in lazies], *[a for parts in prints for a in parts], stored,
+                *[lazy for lazy, _ in lazies], *[a for edges in prints for a in edges], stored,
                 progress=progress, prefix="streamproj-summary-",
                 total=sum(n for _, n in lazies), desc="one pass: summaries and projection",
                 optimize_graph=False)
         results, at = values[:len(lazies)], len(lazies)
-        for (src, _, _), parts in zip(plan["work"], prints, strict=True):
-            src.set_fingerprint(None, values[at:at + len(parts)])
-            at += len(parts)
+        for (src, _, _), edges in zip(plan["work"], prints, strict=True):
+            src.set_fingerprint(None, values[at:at + len(edges)])
+            at += len(edges)
         batches = [_finish(src, r)
                    for (src, _, _), r in zip(plan["work"], results, strict=True)]
+        # both ledgers before the model is written: a refusal then leaves both as they were
+        _refuse_new_copies(plan, mod.path)
+        _refuse_appended_copies(state["attrs"]["sources"], parts, out.path)
         reports["update"], reports["model"] = _commit_update(
             mod.path, plan, batches, srcs, mod.keep_last, mod.max_age, clock)
 

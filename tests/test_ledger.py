@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import re
 import shutil
 
 import numpy as np
@@ -72,7 +73,7 @@ def test_forget_equals_a_fit_on_the_remaining_sources(days):
     assert rep["rows_removed"] == 300
     assert_fit_on(d / "m", X[rows(0, 2, 3, 4)], y[rows(0, 2, 3, 4)])
     (d / "day-1.zarr").rename(d / "moved.zarr")  # forgotten, then moved: not merged back
-    with pytest.raises(SourceChangedError, match=r"moved\.zarr holds the same 300 rows as "
+    with pytest.raises(SourceChangedError, match=r"moved\.zarr has the same 300 rows .* as "
                                                  r".*day-1\.zarr, which model .* dropped before"):
         jobs.update_model(d / "m", d / "moved.zarr")
     (d / "moved.zarr").rename(d / "day-1.zarr")
@@ -158,6 +159,14 @@ def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp
     jobs.fit_model(zarr_copy, d / "site-d")
     with pytest.raises(InputError, match="share the source"):
         jobs.merge_models(d / "site-a", [d / "site-d"])
+    # nor do rows forgotten come back through another model, by name or as a copy
+    jobs.fit_model(d / "day-3.zarr", d / "site-f")
+    shutil.copytree(d / "day-3.zarr", d / "copy-3.zarr")
+    jobs.fit_model(d / "copy-3.zarr", d / "site-g")
+    for site in ("site-f", "site-g"):
+        with pytest.raises(InputError, match=r"day-3\.zarr \(forget, or its window\)"):
+            jobs.merge_models(d / "site-a", [d / site])
+    assert_fit_on(d / "site-a", X[rows(0, 1, 2, 4)], y[rows(0, 1, 2, 4)])
     # other features are refused
     Z, w = make_classes(n=200, p=3, k=2, seed=1)
     write_zarr(d / "narrow.zarr", Z, w)
@@ -232,10 +241,12 @@ def test_json_reports_of_every_command(days, capsys):
     code, rep = js("info", d / "m")
     assert rep["kind"] == "model"
     assert rep["per_source_summaries"] == 4
-    jobs.fit_model(d / "day-4.zarr", d / "other")
+    Z, w = make_classes(n=200, p=5, k=2, seed=3)
+    write_zarr(d / "elsewhere.zarr", Z, w)
+    jobs.fit_model(d / "elsewhere.zarr", d / "other")
     code, rep = js("merge", d / "m", d / "other")
     assert code == 0
-    assert rep["rows_added"] == 300
+    assert rep["rows_added"] == 200
     assert rep["models"][0]["model_id"]
 
 
@@ -336,11 +347,12 @@ def test_a_moved_or_copied_source_is_refused_not_merged_twice(days, capsys):
     jobs.project_model(a / "m", [str(a / "day-0.zarr")], a / "o.zarr")
     b = a.rename(d / "b")  # the whole project moved
     before = (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict())
-    with pytest.raises(SourceChangedError, match=r"b/day-0\.zarr holds the same 300 rows as "
-                                                 r".*a/day-0\.zarr, which model .* holds \(moved "
-                                                 r"or copied\?\): its rows would be counted twice"):
+    with pytest.raises(SourceChangedError, match=r"b/day-0\.zarr has the same 300 rows \(first "
+                                                 r"and last rows, shape, dtypes\) as .*a/day-0\.zarr, "
+                                                 r"which model .* holds \(moved or copied\?\): its "
+                                                 r"rows would be counted twice; .* refit the model"):
         jobs.update_model(b / "m", str(b / "day-*.zarr"))
-    with pytest.raises(SourceChangedError, match=r"whose rows output .*o\.zarr holds .* rewrite "):
+    with pytest.raises(SourceChangedError, match=r"which output .*o\.zarr holds .* rewrite "):
         jobs.project_model(b / "m", [str(b / "day-1.zarr"), str(b / "day-0.zarr")], b / "o.zarr",
                            mode="append")
     # the nightly job, in one pass: refused before the model is written, in one line, exit 2
@@ -355,11 +367,46 @@ def test_a_moved_or_copied_source_is_refused_not_merged_twice(days, capsys):
     assert_fit_on(b / "m", X[rows(0)], y[rows(0)])
     jobs.update_model(b / "m", str(b / "day-1.zarr"))  # new rows still merge
     assert_fit_on(b / "m", X[rows(0, 1)], y[rows(0, 1)])
-    # a copy given beside its original, to fit: refused too; an empty copy is no copy
-    shutil.copytree(b / "day-1.zarr", b / "copy.zarr")
-    with pytest.raises(SourceChangedError, match=r"same 300 rows as .*, also given"):
-        jobs.fit_model([str(b / "day-1.zarr"), str(b / "copy.zarr")], b / "m2")
+    # a copy given beside its original (new to the model, or to fit): refused, nothing written
+    for i in (1, 2):
+        shutil.copytree(d / f"day-{i + 1}.zarr", b / f"new-{i}.zarr")
+    shutil.copytree(b / "new-1.zarr", b / "new-copy.zarr")
+    before = (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict())
+    with pytest.raises(SourceChangedError, match=r"same 300 rows .* as .*new-1\.zarr, also given"):
+        jobs.update_model(b / "m", str(b / "new-*.zarr"))
+    with pytest.raises(SourceChangedError, match=r"same 300 rows .* as .*, also given"):
+        jobs.fit_model([str(b / "new-1.zarr"), str(b / "new-copy.zarr")], b / "m2")
+    with pytest.raises(SourceChangedError, match=r"same 300 rows .* as .*, also given"):
+        jobs.project_model(b / "m", [str(b / "new-1.zarr"), str(b / "new-copy.zarr")],
+                           b / "o2.zarr")
     assert not (b / "m2").exists()
+    assert not (b / "o2.zarr").exists()
+    assert (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict()) == before
+
+
+def test_a_copy_is_refused_by_every_path_before_anything_is_written(days, capsys):
+    """An output rewritten in a moved frame, and a nightly run whose output holds rows its model lacks."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr")
+    jobs.fit_model(d / "day-1.zarr", d / "m", overwrite=True)  # o.zarr holds rows m lacks
+    jobs.project_model(d / "m", [str(d / "day-1.zarr")], d / "o.zarr", mode="append",
+                       reproject_above=180)
+    shutil.copytree(d / "day-0.zarr", d / "copy.zarr")
+    before = (sp.load(d / "m").meta_["version"], store.open_output(d / "o.zarr").attrs.asdict())
+    # the append's rewrite in the model's frame re-reads what OUT holds: the copy is refused there
+    with pytest.raises(SourceChangedError, match=r"copy\.zarr has the same 300 rows .*day-0\.zarr"):
+        jobs.project_model(d / "m", [str(d / "copy.zarr")], d / "o.zarr", mode="append",
+                           reproject_above=0)
+    # in one pass, the output's ledger is checked before the model is written
+    (d / "job.toml").write_text(f'[input]\npaths = ["{d}/copy.zarr"]\n[model]\npath = "{d}/m"\n'
+                                f'mode = "update"\n[output]\npath = "{d}/o.zarr"\n'
+                                'mode = "append"\n')
+    assert main(["run", str(d / "job.toml")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"copy\.zarr has the same 300 rows .* which output .*o\.zarr holds", err)
+    assert (sp.load(d / "m").meta_["version"],
+            store.open_output(d / "o.zarr").attrs.asdict()) == before
 
 
 def test_two_datasets_of_one_hdf5_file_are_two_sources(days):
