@@ -223,24 +223,40 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None):
 
     ``srcs`` are the new sources (in the job's order), checked against the
     ``held`` ledger entries, the ``dropped`` ones (forgotten or out of the
-    window) and each other. Their fingerprints come from the reads the job
-    makes anyway. ``holder`` names who holds ``held`` ("model m"); ``fix``
-    is what to do about a moved source.
+    window) and each other (either of two may hold the other's rows and
+    more). Their fingerprints come from the reads the job makes anyway.
+    ``holder`` names who holds ``held`` ("model m"); ``fix`` is what to do
+    about a moved source.
     """
-    given: list[dict] = []
+    given: list = []
     for src in srcs:
-        for entries, whose, how in (
-                (held, f"which {holder} holds (moved or copied?)", fix),
-                (dropped, f"which {holder} dropped before (forget, or its window)", fix),
-                (given, "also given", "give only one of them")):
-            same = ledger.same_rows(entries, src)
-            if same is not None:
-                # the first and last rows, shapes and dtypes agree: "looks like", not "is"
-                msg = (f"{src.spec} has the same {src.n_rows} rows (first and last rows, shape, "
-                       f"dtypes) as {same['url']}, {whose}: its rows would be counted twice; "
-                       f"{how or 'give only one of them'}")
-                raise SourceChangedError(msg)
-        given.append({**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint()})
+        for entries, whose in ((held, f"which {holder} holds (moved or copied?)"),
+                               (dropped, f"which {holder} dropped before (forget, or its window)")):
+            _refuse_if(ledger.same_rows(entries, src), src, whose, fix)
+        _refuse_if(ledger.same_rows([e for _, e in given], src), src, "also given")
+        head = src.head()
+        for other, _ in given:  # an earlier, longer one holding all of src's rows
+            if head is not None and other.n_rows > src.n_rows and other.head() == head:
+                _refuse_if(ledger.same_rows([_entry_of(src)], other), other, "also given")
+        given.append((src, _entry_of(src)))
+
+
+def _refuse_if(same, src, whose, fix=None):
+    """Raise the copy's error when ``same`` (the entry whose rows ``src`` holds) is not None."""
+    if same is None:
+        return
+    # the first and last rows, shapes and dtypes agree: "looks like", not "is"
+    rows = int(same["rows"])
+    what, of = ("has the same", "as") if rows == src.n_rows else ("starts with the", "of")
+    msg = (f"{src.spec} {what} {rows} rows (first and last rows, shape, dtypes) {of} "
+           f"{same['url']}, {whose}: its rows would be counted twice; "
+           f"{fix or 'give only one of them'}")
+    raise SourceChangedError(msg)
+
+
+def _entry_of(src):
+    """What :func:`ledger.same_rows` compares of a source not in any ledger yet."""
+    return {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(), "head": src.head()}
 
 
 def _moved_fix(what):
@@ -993,7 +1009,7 @@ def _source_ranges(srcs, stamps, out_path):
     out, at = [], 0
     for src, stamp in zip(srcs, stamps, strict=True):
         entry = {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(src.n_rows),
-                 "stamp": stamp, "merged": store.timestamp(), "ranges": [[0, src.n_rows, at]]}
+                 "head": src.head(), "stamp": stamp, "merged": store.timestamp(), "ranges": [[0, src.n_rows, at]]}
         out.append(entry)
         at += src.n_rows
     return out

@@ -103,21 +103,29 @@ def overlapping(ledger, key):
 
 
 def same_rows(ledger, src):
-    """An entry of ``ledger`` holding exactly the rows of ``src`` under another name, or None.
+    """An entry of ``ledger`` whose rows ``src`` holds under another name (all, or its first rows), or None.
 
-    A source moved or copied to another path is a new key with the same rows:
-    merging it would count them twice. Entries are compared by row count and
-    fingerprint (first and last rows, shapes and dtypes), so ``src`` is
-    fingerprinted only when some entry holds as many rows as it has (a job
-    fingerprints its new sources anyway; the value is kept). Empty sources are
-    never the same rows.
+    A source moved or copied to another path is a new key with the same rows
+    (and, if it grew since, more): merging it would count them twice. An entry
+    of as many rows is compared by fingerprint (first and last rows, shapes
+    and dtypes); one of fewer rows by its head (the first rows: from the
+    fingerprint a job reads anyway), then, only if the heads agree, by the
+    fingerprint of that prefix of ``src`` (its two edge chunks). Empty sources
+    are never the same rows; a copy that shrank is not recognised.
     """
     rows, want = src.n_rows, key_of(src.key())
-    alike = [e for e in ledger if int(e["rows"]) == rows and key_of(e) != want]
-    if rows == 0 or not alike:
+    others = [e for e in ledger if key_of(e) != want and 0 < int(e["rows"]) <= rows]
+    alike = [e for e in others if int(e["rows"]) == rows]
+    if alike:
+        mine = src.fingerprint(rows)
+        same = next((e for e in alike if (e.get("fingerprint") or e.get("edges")) == mine), None)
+        if same is not None:
+            return same
+    shorter = [e for e in others if e.get("head") and int(e["rows"]) < rows]
+    if not shorter or src.head() is None:
         return None
-    mine = src.fingerprint(rows)
-    return next((e for e in alike if (e.get("fingerprint") or e.get("edges")) == mine), None)
+    return next((e for e in shorter if e["head"] == src.head()
+                 and src.fingerprint(int(e["rows"])) == e.get("fingerprint")), None)
 
 
 def find(ledger, key):
@@ -214,7 +222,8 @@ def record(src, rows, previous=None, sid=None, batch=None, now=None):
     if batch is not None:
         batches.append({"start": int(batch[0]), "stop": int(batch[1]), "fingerprint": batch[2]})
     entry = {**src.key(), "features": list(src.feature_names), "rows": int(rows),
-             "fingerprint": src.fingerprint(rows), "stamp": stamp(src) if rows == src.n_rows else None,
+             "fingerprint": src.fingerprint(rows), "head": src.head(rows),
+             "stamp": stamp(src) if rows == src.n_rows else None,
              "added": previous.get("added", now), "merged": now, "batches": batches}
     if sid or previous.get("id"):
         entry["id"] = sid or previous["id"]

@@ -218,6 +218,26 @@ class Source:
         for part in values:
             h.update(_bytes_of(np.asarray(part)))
         self._fingerprints[rows] = h.hexdigest()
+        if rows >= FINGERPRINT_ROWS:  # the first rows are those of every longer prefix
+            head = hashlib.blake2b(f"{self.n_features}|{self.X.dtype}|{y_dtype}|head".encode(),
+                                   digest_size=16)
+            for part in values[::2]:  # X's and y's first rows
+                head.update(_bytes_of(np.asarray(part)))
+            self._fingerprints["head"] = head.hexdigest()
+
+    def head(self, rows: int | None = None) -> str | None:
+        """Digest of shape, dtypes and the first :data:`FINGERPRINT_ROWS` rows (None if fewer).
+
+        The same for every prefix of at least that many rows (``rows``:
+        the prefix's length, default all), so a source that holds another's
+        rows and more has its head: a cheap first test before the prefix's
+        fingerprint is read (:func:`streamproj.ledger.same_rows`).
+        """
+        if self._fingerprint_rows(rows) < FINGERPRINT_ROWS:
+            return None
+        if "head" not in self._fingerprints:
+            self.fingerprint()
+        return self._fingerprints["head"]
 
     def identity(self) -> dict[str, Any]:
         """A JSON-ready ledger entry: key, rows, dtypes and fingerprint.

@@ -365,6 +365,23 @@ def test_a_moved_or_copied_source_is_refused_not_merged_twice(days, capsys):
     assert "\n" not in err
     assert (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict()) == before
     assert_fit_on(b / "m", X[rows(0)], y[rows(0)])
+    # moved, and grown since (the last day still being written): its first rows are held
+    grown = np.concatenate([rows(0), rows(4)[:100]])
+    write_zarr(b / "grown.zarr", X[grown], y[grown], chunk_rows=80)
+    with pytest.raises(SourceChangedError, match=r"grown\.zarr starts with the 300 rows \(first "
+                                                 r"and last rows, shape, dtypes\) of .*a/day-0"):
+        jobs.update_model(b / "m", b / "grown.zarr")
+    with pytest.raises(SourceChangedError, match=r"grown\.zarr starts with the 300 rows .*output"):
+        jobs.project_model(b / "m", [str(b / "grown.zarr")], b / "o.zarr", mode="append")
+    for order in ([b / "day-0.zarr", b / "grown.zarr"], [b / "grown.zarr", b / "day-0.zarr"]):
+        with pytest.raises(SourceChangedError, match=r"grown\.zarr starts with the 300 rows "
+                                                     r".*day-0\.zarr, also given"):
+            jobs.fit_model([str(p) for p in order], b / "m2")
+    job = (b / "job.toml").read_text().replace("day-*.zarr", "grown.zarr")
+    (b / "grown.toml").write_text(job)  # and in the nightly job's one pass
+    assert main(["run", str(b / "grown.toml")]) == 2
+    assert "grown.zarr starts with the 300 rows" in capsys.readouterr().err
+    assert (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict()) == before
     jobs.update_model(b / "m", str(b / "day-1.zarr"))  # new rows still merge
     assert_fit_on(b / "m", X[rows(0, 1)], y[rows(0, 1)])
     # a copy given beside its original (new to the model, or to fit): refused, nothing written
