@@ -86,12 +86,21 @@ def overlapping(ledger, key):
     A Parquet folder and one of its files, a file and the folder holding it, or
     a table opened again with another label: the same rows under another name,
     which merging would count twice. (A Zarr group's arrays and an HDF5 file's
-    datasets are told apart by their paths: two of one file are two sources.)
+    datasets are told apart by their paths: two of one file are two sources;
+    but one array or dataset with other labels, or a Zarr store read again as
+    an xarray dataset, is the same rows.)
     """
     want, where = key_of(key), location(key)
     for entry in ledger:
         kinds = {key.get("kind"), entry.get("kind", "zarr")}
-        if key_of(entry) == want or "zarr" in kinds:
+        if key_of(entry) == want:
+            continue
+        if "zarr" in kinds:
+            same_store = entry.get("url") == key.get("url")
+            if kinds == {"zarr"} and same_store and key_of(entry)[2] == want[2]:
+                return entry  # one X array, other labels (y added later, or another one)
+            if kinds == {"zarr", "xarray"} and same_store:
+                return entry
             continue
         if kinds == {"hdf5"}:  # datasets of one file are sources of their own, as Zarr arrays
             if entry.get("url") == key.get("url"):  # one dataset, other labels

@@ -334,6 +334,17 @@ def test_a_source_respelled_is_not_merged_or_appended_twice(days):
     jobs.update_model(d / "m", d / "day-1.zarr")
     jobs.update_model(d / "m", d / "day-1.zarr", x="X2", y="y2")
     assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
+    # but one X array with other labels is the same rows: labels added later, or another array
+    group.create_array("y3", data=1 - y[rows(1)], chunks=(80,))  # relabelled
+    with pytest.raises(SourceChangedError, match=r"day-1\.zarr overlaps .*day-1\.zarr"):
+        jobs.update_model(d / "m", d / "day-1.zarr", y="y3")
+    write_zarr(d / "late.zarr", X[rows(3)])  # no labels yet
+    jobs.project_model(d / "m", [str(d / "late.zarr")], d / "late-out.zarr")
+    zarr.open_group(str(d / "late.zarr")).create_array("y", data=y[rows(3)], chunks=(100,))
+    with pytest.raises(SourceChangedError, match="counted twice"):
+        jobs.project_model(d / "m", [str(d / "late.zarr")], d / "late-out.zarr", mode="append")
+    assert store.open_output(d / "late-out.zarr")["projection"].shape[0] == 300
+    assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
 
 
 def test_a_moved_or_copied_source_is_refused_not_merged_twice(days, capsys):
