@@ -491,12 +491,13 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
         with clock("pass1"):
             # before pass 1: the fingerprint is two chunks fit reads for its ledger anyway
             _refuse_copies(srcs, "this fit")
-            for src in srcs:
+            listings = [ledger.stamp(src) for src in srcs]  # before the rows are read
+            for src, listing in zip(srcs, listings, strict=True):
                 batch = _summarise(src, 0, detail, progress, model.max_summary_memory,
                                    model.bfloat16)
                 sid = ledger.new_id(entries)
                 summaries[sid] = batch
-                entries.append(ledger.record(src, src.n_rows, sid=sid,
+                entries.append(ledger.record(src, src.n_rows, sid=sid, listing=listing,
                                              batch=(0, src.n_rows, batch.fingerprint())))
                 reports.append({"url": src.url, "status": "merged", "rows_merged": src.n_rows,
                                 "rows_skipped": 0})
@@ -629,6 +630,7 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
         old = plan["old"]
         batches = []
         for src, _entry, start in plan["work"]:
+            src.fingerprint()  # its edge chunks before the pass (see ledger.record), as the listing
             with clock("pass1"):
                 batches.append(_summarise(src, start, old.summary_detail(), progress,
                                           max_summary_memory, old.bfloat16,
@@ -675,8 +677,10 @@ def _plan_update(model_path, srcs, verify, progress, clock):
         work.append((src, entry, start))
         reports.append({"url": src.url, "status": "grown" if start else "merged",
                         "rows_merged": src.n_rows - start, "rows_skipped": start})
+    # the listings before the rows are read (see ledger.record)
+    listings = {id(src): ledger.stamp(src) for src, _, _ in work}
     return {"record": record, "summaries": summaries, "old": old, "entries": entries,
-            "evicted": evicted, "work": work, "reports": reports}
+            "evicted": evicted, "work": work, "reports": reports, "listings": listings}
 
 
 def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
@@ -694,6 +698,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
         if sid is not None:
             summaries[sid] = summaries[sid] + batch if sid in summaries else batch
         new_entry = ledger.record(src, src.n_rows, previous=entry, sid=sid,
+                                  listing=plan["listings"].get(id(src)),
                                   batch=(start, src.n_rows, batch.fingerprint()))
         if entry is None:
             entries.append(new_entry)
@@ -1181,12 +1186,13 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
                f"array or column, or rewrite {out} with --overwrite")
         raise InputError(msg)
+    listings = {id(src): ledger.stamp(src) for src, _, _ in parts}  # before the rows are read
     def grown_attrs():
         """OUT's attributes once it holds the new rows (records their sources' fingerprints)."""
         _refuse_appended_copies(held, parts, out)
         sources, at = [dict(e) for e in held], n_old
         for src, start, entry in parts:
-            grown = ledger.record(src, src.n_rows, previous=entry)
+            grown = ledger.record(src, src.n_rows, previous=entry, listing=listings[id(src)])
             grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
             grown.pop("batches", None)
             at += src.n_rows - start

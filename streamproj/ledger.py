@@ -215,11 +215,15 @@ def new_id(ledger):
     return f"s{max(used, default=0) + 1:06d}"
 
 
-def record(src, rows, previous=None, sid=None, batch=None, now=None):
+def record(src, rows, previous=None, sid=None, batch=None, now=None, listing=None):
     """The ledger entry of ``src`` holding its first ``rows`` rows.
 
     Parameters
     ----------
+    listing : str, optional
+        The source's :func:`stamp`, taken before its rows were read (default:
+        taken now). Taken after, a source rewritten while the job read it
+        would be recorded as unchanged and skipped ever after.
     previous : dict, optional
         The source's entry before; its id, ``added`` time, batches and origin are kept.
     batch : (int, int, str), optional
@@ -232,7 +236,7 @@ def record(src, rows, previous=None, sid=None, batch=None, now=None):
         batches.append({"start": int(batch[0]), "stop": int(batch[1]), "fingerprint": batch[2]})
     entry = {**src.key(), "features": list(src.feature_names), "rows": int(rows),
              "fingerprint": src.fingerprint(rows), "head": src.head(rows),
-             "stamp": stamp(src) if rows == src.n_rows else None,
+             "stamp": (listing or stamp(src)) if rows == src.n_rows else None,
              "added": previous.get("added", now), "merged": now, "batches": batches}
     if sid or previous.get("id"):
         entry["id"] = sid or previous["id"]

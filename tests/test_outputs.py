@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from conftest import make_classes, write_days, write_zarr
 from test_faults import KILL_AT_STEP, leftovers, tree
 
 import streamproj as sp
-from streamproj import jobs, sources, store
+from streamproj import jobs, outputs, sources, store
 from streamproj.cli import main
 from streamproj.config import load_config
 from streamproj.errors import OutputExistsError, SourceChangedError
@@ -515,6 +516,37 @@ def test_a_source_rewritten_during_the_pass_is_caught_by_the_next_append(days, m
     monkeypatch.undo()
     with pytest.raises(SourceChangedError):
         jobs.project_model(d / "m", [str(src)], d / "o.zarr", mode="append")
+
+
+@pytest.mark.parametrize("step", ["fit", "update", "append"])
+def test_a_source_rewritten_while_a_job_reads_it_is_caught_by_the_next_job(days, monkeypatch, step):
+    """Ledgers record listings and fingerprints as they were before the rows were read."""
+    d, X, _y = days
+    src, new = d / "day-0.zarr", d / "day-1.zarr"
+    if step != "fit":
+        jobs.fit_model(str(src), d / "m")
+        jobs.project_model(d / "m", [str(src)], d / "o.zarr")
+    target = src if step == "fit" else new
+    owner, wrapped = (outputs, "write_arrays") if step == "append" else (jobs, "accumulate")
+    original = getattr(owner, wrapped)
+
+    def rewritten_meanwhile(*args, **kwargs):
+        values = original(*args, **kwargs)
+        zarr.open_group(str(target), mode="r+")["X"][:] = X[:300] * 2  # another writer
+        return values
+
+    monkeypatch.setattr(owner, wrapped, rewritten_meanwhile)
+    if step == "fit":
+        jobs.fit_model(str(src), d / "m")
+    elif step == "update":
+        jobs.update_model(d / "m", str(new))
+    else:
+        jobs.project_model(d / "m", [str(new)], d / "o.zarr", mode="append")
+    monkeypatch.undo()
+    again = (partial(jobs.project_model, d / "m", [str(new)], d / "o.zarr", mode="append")
+             if step == "append" else partial(jobs.update_model, d / "m", str(target)))
+    with pytest.raises(SourceChangedError):  # not "merged before, skipped" for ever after
+        again()
 
 
 def _text_store(path, X, labels, chunk_rows=70):
