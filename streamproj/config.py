@@ -236,8 +236,18 @@ def _build(cls, table, where, file, nested=None):
 
 
 def _resolve(path, base):
-    """Paths in a config are relative to the config file; URLs stay as they are."""
-    if path is None or "://" in path:
+    """Paths in a config are relative to the config file; URLs stay as they are.
+
+    A local URL with a relative path (``file://data/a.zarr``) is relative to the
+    config file too: resolved against the working directory, the same job run
+    from elsewhere would read other data into the same model.
+    """
+    if path is None:
+        return path
+    scheme, sep, rest = path.partition("://")
+    if sep and scheme in ("file", "local"):
+        return f"{scheme}://{_resolve(rest, base)}" if rest and not rest.startswith("/") else path
+    if sep:
         return path
     p = Path(path).expanduser()
     return str(p if p.is_absolute() else (base / p))

@@ -27,6 +27,15 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path):
     assert Path(config.model.path).resolve() == tmp_path / "m"
     assert config.model.shrinkage == 0.2
     assert config.output.path == "s3://bucket/out.zarr"
+    # local URLs with relative paths too (from the working directory, another run would read
+    # other data); absolute ones stay as written
+    path.write_text('[input]\npaths = ["file://d.zarr", "local://e/*.zarr", "file:///abs/f.zarr"]\n'
+                    '[model]\npath = "local://m"\n')
+    config = load_config(path)
+    assert config.input.paths == [f"file://{tmp_path / 'jobs' / 'd.zarr'}",
+                                  f"local://{tmp_path / 'jobs' / 'e' / '*.zarr'}",
+                                  "file:///abs/f.zarr"]
+    assert config.model.path == f"local://{tmp_path / 'jobs' / 'm'}"
 
 
 @pytest.mark.parametrize(
