@@ -151,6 +151,13 @@ def test_append_to_a_0_1_output_rewrites_or_refuses(days):
         jobs.project_model(d / "m", d / "day-0.zarr", d / "mem.zarr", mode="append")
     rep = jobs.project_model(d / "m", d / "day-0.zarr", d / "mem.zarr", mode="auto")
     assert rep["output_action"] == "rewritten"
+    # rows from memory said to come from a file: that file's rows cannot be checked, so an
+    # append of it would add them a second time: refused
+    rows = zarr.open_group(str(d / "day-0.zarr"), mode="r")
+    jobs.project(model, rows["X"][:], d / "named.zarr", y=rows["y"][:], source=d / "day-0.zarr")
+    with pytest.raises(OutputExistsError, match="written from rows in memory"):
+        jobs.project_model(d / "m", d / "day-0.zarr", d / "named.zarr", mode="append")
+    assert store.open_output(d / "named.zarr")["projection"].shape[0] == 300
 
 
 def test_0_1_outputs_with_coords_stay_readable(days):
