@@ -218,7 +218,7 @@ def _refuse_overlap(entries, src, holder):
         raise SourceChangedError(msg)
 
 
-def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None):
+def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None):
     """Refuse a new source whose rows another holds under another path (moved or copied).
 
     ``srcs`` are the new sources (in the job's order), checked against the
@@ -226,13 +226,14 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None):
     window) and each other (either of two may hold the other's rows and
     more). Their fingerprints come from the reads the job makes anyway.
     ``holder`` names who holds ``held`` ("model m"); ``fix`` is what to do
-    about a moved source.
+    about a moved source, ``dropped_fix`` about a copy of a dropped one.
     """
     given: list = []
     for src in srcs:
-        for entries, whose in ((held, f"which {holder} holds (moved or copied?)"),
-                               (dropped, f"which {holder} dropped before (forget, or its window)")):
-            _refuse_if(ledger.same_rows(entries, src), src, whose, fix)
+        for entries, whose, how in (
+                (held, f"which {holder} holds (moved or copied?)", fix),
+                (dropped, f"which {holder} dropped before (forget, or its window)", dropped_fix)):
+            _refuse_if(ledger.same_rows(entries, src), src, whose, how)
         _refuse_if(ledger.same_rows([e for _, e in given], src), src, "also given")
         head = src.head()
         for other, _ in given:  # an earlier, longer one holding all of src's rows
@@ -248,7 +249,8 @@ def _refuse_if(same, src, whose, fix=None):
     # the first and last rows, shapes and dtypes agree: "looks like", not "is"
     rows = int(same["rows"])
     what, of = ("has the same", "as") if rows == src.n_rows else ("starts with the", "of")
-    msg = (f"{src.spec} {what} {rows} rows (first and last rows, shape, dtypes) {of} "
+    msg = (f"{src.spec} {what} {rows} rows (judged by the first and last 256, shape and "
+           f"dtypes) {of} "
            f"{same['url']}, {whose}: its rows would be counted twice; "
            f"{fix or 'give only one of them'}")
     raise SourceChangedError(msg)
@@ -267,7 +269,8 @@ def _moved_fix(what):
 def _refuse_new_copies(plan, model_path):
     """:func:`_refuse_copies` for the sources an update adds to the model (``plan``: its plan)."""
     _refuse_copies([src for src, entry, _ in plan["work"] if entry is None], f"model {model_path}",
-                   plan["entries"], plan["evicted"], _moved_fix("refit the model"))
+                   plan["entries"], plan["evicted"], _moved_fix("refit the model"),
+                   "leave it out: its rows were dropped from the model")
 
 
 def _refuse_appended_copies(held, parts, out):
@@ -629,8 +632,10 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
         plan = _plan_update(model_path, srcs, verify, progress, clock)
         old = plan["old"]
         batches = []
-        for src, _entry, start in plan["work"]:
+        for src, _, _ in plan["work"]:
             src.fingerprint()  # its edge chunks before the pass (see ledger.record), as the listing
+        _refuse_new_copies(plan, model_path)  # so a copy is refused before its pass
+        for src, _entry, start in plan["work"]:
             with clock("pass1"):
                 batches.append(_summarise(src, start, old.summary_detail(), progress,
                                           max_summary_memory, old.bfloat16,
@@ -855,11 +860,17 @@ def _features_of(meta):
 
 
 def _same_entry(entries, entry):
-    """The entry of ``entries`` for the same source as ``entry``: its key, or its rows' fingerprint."""
+    """The entry of ``entries`` for the same source as ``entry``: its key, or its rows' fingerprint.
+
+    Of two entries of different lengths whose first 256 rows agree (their
+    heads), one may be the other grown: with no rows to read, that counts.
+    """
     prints = entry.get("fingerprint") or entry.get("edges")
     return ledger.find(entries, entry) or next(
         (f for f in entries if prints and (f.get("fingerprint") or f.get("edges")) == prints
-         and f["rows"] == entry["rows"]), None)
+         and f["rows"] == entry["rows"]), None) or next(
+        (f for f in entries if entry.get("head") and f.get("head") == entry["head"]
+         and f["rows"] != entry["rows"]), None)
 
 
 def merge_models(model_path, others):
