@@ -211,11 +211,19 @@ def _location(src):
 def _refuse_overlap(entries, src, holder):
     """Refuse a new source whose file or folder overlaps one ``entries`` hold (rows twice)."""
     clash = ledger.overlapping(entries, src.key())
-    if clash is not None:
-        msg = (f"{src.spec} overlaps {clash['url']}, {holder} (a folder and a file of it, or "
-               "the same file read with other columns or labels): its rows would be counted "
-               "twice; name that source as before")
-        raise SourceChangedError(msg)
+    if clash is None:
+        return
+    if clash["url"] == src.url:  # one file or store, read with other arrays, columns or labels
+        def read(key):
+            return f"{key.get('kind', 'zarr')} X={key.get('x')!r}, labels={key.get('y')!r}"
+
+        msg = (f"{src.spec} read as {read(src.key())} overlaps its reading as {read(clash)}, "
+               f"{holder}: its rows would be counted twice; read it as before (labels added "
+               f"since cannot be merged or appended: write those rows to a new source)")
+    else:
+        msg = (f"{src.spec} overlaps {clash['url']}, {holder} (a folder and a file of it): its "
+               "rows would be counted twice; name that source as before")
+    raise SourceChangedError(msg)
 
 
 def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None):

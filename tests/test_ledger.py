@@ -343,7 +343,9 @@ def test_a_source_respelled_is_not_merged_or_appended_twice(days):
     assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
     # but one X array with other labels is the same rows: labels added later, or another array
     group.create_array("y3", data=1 - y[rows(1)], chunks=(80,))  # relabelled
-    with pytest.raises(SourceChangedError, match=r"day-1\.zarr overlaps .*day-1\.zarr"):
+    with pytest.raises(SourceChangedError, match=r"day-1\.zarr read as zarr X='X', labels='y3' "
+                                                 r"overlaps its reading as zarr X='X', labels='y', "
+                                                 r"which model .* merged before"):
         jobs.update_model(d / "m", d / "day-1.zarr", y="y3")
     write_zarr(d / "late.zarr", X[rows(3)])  # no labels yet
     jobs.project_model(d / "m", [str(d / "late.zarr")], d / "late-out.zarr")
