@@ -82,8 +82,9 @@ def _context(prefix, columns=None):
     try:
         yield
     except StreamprojError as exc:
-        # Errors about the output, the disk or the cluster already say where they happened.
-        if isinstance(exc, StorageError | OutputExistsError | ClusterError):
+        # Errors about the output, the disk or the cluster, and changed or copied sources,
+        # already say where they happened.
+        if isinstance(exc, StorageError | OutputExistsError | ClusterError | SourceChangedError):
             raise
         text = str(exc)
         if columns and isinstance(exc, BadValuesError):
