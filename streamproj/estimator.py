@@ -54,9 +54,10 @@ from .validation import (
 
 __all__ = ["BoundaryProjector", "load"]
 
-# What a model loaded by BoundaryProjector.from_state solves on first use (its LDA).
-_DEFERRED_ATTRIBUTES = frozenset({"priors_", "means_", "covariance_", "scalings_", "_score_center_",
-                                  "_score_coef_", "_score_offset_", "_decision_offset_"})
+# What a model loaded by BoundaryProjector.from_state solves on first use (its LDA); the
+# rest of its solution is stored.
+_DEFERRED_ATTRIBUTES = ("priors_", "means_", "covariance_", "scalings_", "_score_center_",
+                        "_score_coef_", "_score_offset_", "_decision_offset_")
 _DEFERRED_LOCK = threading.Lock()
 
 
@@ -534,8 +535,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         "bfloat16": "true or false",
     }
     _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
-                            "priors_", "means_", "covariance_", "scalings_", "_score_center_",
-                            "_score_coef_", "_score_offset_", "_decision_offset_")
+                            *_DEFERRED_ATTRIBUTES)
 
     def __init__(
         self,
