@@ -700,13 +700,14 @@ def _plan_update(model_path, srcs, verify, progress, clock):
 def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     """Merge the new rows' summaries (one per ``plan["work"]`` item) and write the new version.
 
+    The caller has refused copies of held sources (:func:`_refuse_new_copies`).
+
     Returns the report and the model as written (the old one when unchanged).
     """
     record, summaries, old = plan["record"], plan["summaries"], plan["old"]
     entries, reports = plan["entries"], plan["reports"]
     meta, stats = record.meta, record.stats
     unsourced = stats.n_samples - sum(int(e["rows"]) for e in entries)
-    _refuse_new_copies(plan, model_path)  # before anything is written
     for (src, entry, start), batch in zip(plan["work"], batches, strict=True):
         sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
         if sid is not None:
@@ -1194,7 +1195,9 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
 
     ``in_one_pass``: instead of computing the projection, hand its lazy store
     (and chunk count) to this callable, which computes it with other graphs
-    over the same rows before the new output is swapped in.
+    over the same rows before the new output is swapped in, and refuses
+    copies of OUT's sources (:func:`_refuse_appended_copies`) once their
+    fingerprints are read.
     """
     attrs = state["attrs"]
     held = [dict(e) for e in attrs["sources"]]
@@ -1213,7 +1216,6 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
     listings = {id(src): ledger.stamp(src) for src, _, _ in parts}  # before the rows are read
     def grown_attrs():
         """OUT's attributes once it holds the new rows (records their sources' fingerprints)."""
-        _refuse_appended_copies(held, parts, out)
         sources, at = [dict(e) for e in held], n_old
         for src, start, entry in parts:
             grown = ledger.record(src, src.n_rows, previous=entry, listing=listings[id(src)])
@@ -1232,6 +1234,8 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
 
     # in one pass the fingerprints come from that pass's reads: OUT's attributes are
     # written after it (the copy is marked incomplete until then, as always)
+    if in_one_pass is None:  # (in one pass, the caller refuses copies, before the model is written)
+        _refuse_appended_copies(held, parts, out)
     new_attrs = grown_attrs() if in_one_pass is None else attrs
     names = (x_name, "labels")
     with clock("pass2"), _context(str(out)):
