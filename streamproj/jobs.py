@@ -869,20 +869,6 @@ def _features_of(meta):
     return firsts[0] if firsts and firsts[0] else None
 
 
-def _same_entry(entries, entry):
-    """The entry of ``entries`` for the same source as ``entry``: its key, or its rows' fingerprint.
-
-    Of two entries of different lengths whose first 256 rows agree (their
-    heads), one may be the other grown: with no rows to read, that counts.
-    """
-    prints = entry.get("fingerprint") or entry.get("edges")
-    return ledger.find(entries, entry) or next(
-        (f for f in entries if prints and (f.get("fingerprint") or f.get("edges")) == prints
-         and f["rows"] == entry["rows"]), None) or next(
-        (f for f in entries if entry.get("head") and f.get("head") == entry["head"]
-         and f["rows"] != entry["rows"]), None)
-
-
 def merge_models(model_path, others):
     """Merge models fitted elsewhere into ``model_path`` exactly, keeping every source's provenance.
 
@@ -921,13 +907,13 @@ def merge_models(model_path, others):
                        f"{stats.detail}; refit one of them with the other's parameters")
                 raise IncompatibleStatsError(msg)
             for e in ometa.get("sources", []):
-                same = _same_entry(entries + added, e)
+                same = ledger.same_source(entries + added, e)
                 if same is not None:
                     msg = (f"model {other} and {model_path} share the source {e['url']} "
                            f"({e['rows']} rows; in {model_path} as {same['url']}); merging would "
                            f"count its rows twice: forget it from one of them first")
                     raise InputError(msg)
-                gone = _same_entry(meta.get("evicted_sources", []), e)
+                gone = ledger.same_source(meta.get("evicted_sources", []), e)
                 if gone is not None:  # as update refuses it: forgotten rows do not come back
                     msg = (f"model {other} holds the source {e['url']} ({e['rows']} rows), which "
                            f"{model_path} dropped before as {gone['url']} (forget, or its "

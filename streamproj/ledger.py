@@ -44,6 +44,7 @@ __all__ = [
     "parse_age",
     "record",
     "same_rows",
+    "same_source",
     "stamp",
     "to_evict",
 ]
@@ -135,6 +136,21 @@ def same_rows(ledger, src):
         return None
     return next((e for e in shorter if e["head"] == src.head()
                  and src.fingerprint(int(e["rows"])) == e.get("fingerprint")), None)
+
+
+def same_source(ledger, entry):
+    """The entry of ``ledger`` for the same source as another ledger's ``entry``, or None.
+
+    With no rows to read (two models' ledgers): the same key, or as many rows
+    with the same fingerprint; or, of two entries of different lengths, the
+    same head (first rows): one may be the other grown, and that counts.
+    """
+    prints = entry.get("fingerprint") or entry.get("edges")
+    return find(ledger, entry) or next(
+        (f for f in ledger if prints and (f.get("fingerprint") or f.get("edges")) == prints
+         and f["rows"] == entry["rows"]), None) or next(
+        (f for f in ledger if entry.get("head") and f.get("head") == entry["head"]
+         and f["rows"] != entry["rows"]), None)
 
 
 def find(ledger, key):
