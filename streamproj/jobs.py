@@ -1081,7 +1081,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         if state["frame"] is None or state["attrs"].get("sources") is None:
             reason = "OUT records no frame or source rows (written by streamproj 0.1 or from memory)"
             drift = float("inf")
-        elif any(not (e.get("fingerprint") or e.get("edges")) for e in state["attrs"]["sources"]):
+        elif not all(map(ledger.fingerprint_of, state["attrs"]["sources"])):
             # jobs.project(..., source=...) names its rows' source but could not fingerprint it
             reason = "OUT was written from rows in memory: its sources' rows cannot be checked"
             drift = float("inf")

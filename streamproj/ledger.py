@@ -35,6 +35,7 @@ from .errors import InputError, SourceChangedError
 
 __all__ = [
     "find",
+    "fingerprint_of",
     "held_rows",
     "key_of",
     "location",
@@ -112,6 +113,11 @@ def overlapping(ledger, key):
     return None
 
 
+def fingerprint_of(entry):
+    """The fingerprint a ledger entry records (0.1 called it ``edges``); None when it has none."""
+    return entry.get("fingerprint") or entry.get("edges")
+
+
 def same_rows(ledger, src):
     """An entry of ``ledger`` whose rows ``src`` holds under another name (all, or its first rows), or None.
 
@@ -128,7 +134,7 @@ def same_rows(ledger, src):
     alike = [e for e in others if int(e["rows"]) == rows]
     if alike:
         mine = src.fingerprint(rows)
-        same = next((e for e in alike if (e.get("fingerprint") or e.get("edges")) == mine), None)
+        same = next((e for e in alike if fingerprint_of(e) == mine), None)
         if same is not None:
             return same
     shorter = [e for e in others if e.get("head") and int(e["rows"]) < rows]
@@ -145,9 +151,9 @@ def same_source(ledger, entry):
     with the same fingerprint; or, of two entries of different lengths, the
     same head (first rows): one may be the other grown, and that counts.
     """
-    prints = entry.get("fingerprint") or entry.get("edges")
+    prints = fingerprint_of(entry)
     return find(ledger, entry) or next(
-        (f for f in ledger if prints and (f.get("fingerprint") or f.get("edges")) == prints
+        (f for f in ledger if prints and fingerprint_of(f) == prints
          and f["rows"] == entry["rows"]), None) or next(
         (f for f in ledger if entry.get("head") and f.get("head") == entry["head"]
          and f["rows"] != entry["rows"]), None)
@@ -216,7 +222,7 @@ def held_rows(entry, src, what, fix):
         raise SourceChangedError(msg)
     if src.n_rows == rows and entry.get("stamp") is not None and entry.get("stamp") == stamp(src):
         return rows  # same files, same sizes and times: nothing to read
-    expected = entry.get("fingerprint") or entry.get("edges")
+    expected = fingerprint_of(entry)
     if expected is not None and src.fingerprint(rows) != expected:
         msg = (f"the first {rows} rows of {src.names[0]} (taken into {what} on {when}) have "
                f"changed since; {fix}")
