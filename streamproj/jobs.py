@@ -49,7 +49,7 @@ from .passes import accumulate, finish_summary, summary_graph
 from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
-from .stats import ClassStats
+from .stats import PASS1_KERNEL, PASS1_KERNELS, ClassStats
 from .validation import as_dask_labels, as_dask_rows
 
 __all__ = [
@@ -510,7 +510,8 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
                 sid = ledger.new_id(entries)
                 summaries[sid] = batch
                 entries.append(ledger.record(src, src.n_rows, sid=sid, listing=listing,
-                                             batch=(0, src.n_rows, batch.fingerprint())))
+                                             batch=(0, src.n_rows, batch.fingerprint(),
+                                                    PASS1_KERNEL)))
                 reports.append({"url": src.url, "status": "merged", "rows_merged": src.n_rows,
                                 "rows_skipped": 0})
         entries, evicted = _apply_window(entries, keep_last, max_age)
@@ -714,7 +715,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
             summaries[sid] = summaries[sid] + batch if sid in summaries else batch
         new_entry = ledger.record(src, src.n_rows, previous=entry, sid=sid,
                                   listing=plan["listings"].get(id(src)),
-                                  batch=(start, src.n_rows, batch.fingerprint()))
+                                  batch=(start, src.n_rows, batch.fingerprint(), PASS1_KERNEL))
         if entry is None:
             entries.append(new_entry)
         else:
@@ -788,6 +789,17 @@ def _remaining(entries, summaries, model_path):
     return _merge_all(summaries[e["id"]] for e in entries)
 
 
+def _batch_kernel(batch, src):
+    """The pass-1 kernel that summed a ledger batch (1 where none is recorded: before kernels)."""
+    kernel = batch.get("kernel", 1)
+    if kernel not in PASS1_KERNELS:
+        msg = (f"rows {batch['start']}..{batch['stop'] - 1} of {src.names[0]} were summed by "
+               f"pass-1 kernel {kernel!r}, which this streamproj does not know; upgrade "
+               "streamproj to verify them")
+        raise ModelError(msg)
+    return kernel
+
+
 def _verify_rows(model, src, entry, progress):
     """Re-read every merged row range and check it summarises exactly as when it was merged.
 
@@ -799,8 +811,10 @@ def _verify_rows(model, src, entry, progress):
     for batch in entry.get("batches", []):
         a, b = batch["start"], batch["stop"]
         with _context(src.names[0]):
+            # summed as when merged: the kernel sets the order of the additions
             again = accumulate(src.X[a:b], src.y[a:b], model.summary_detail(), progress=progress,
-                               row_offset=a, names=src.names, bfloat16=model.bfloat16)
+                               row_offset=a, names=src.names, bfloat16=model.bfloat16,
+                               kernel=_batch_kernel(batch, src))
         if again.fingerprint() != batch["fingerprint"]:
             msg = (f"rows {a}..{b - 1} of {src.names[0]} (merged on {entry['merged']}) have changed "
                    "since; refit the model from its sources")

@@ -10,7 +10,7 @@ An entry is JSON::
     {"id": "s000003", "url": ..., "kind": "zarr", "x": "X", "y": "y",
      "features": [...], "rows": 200000, "fingerprint": "<first/last rows>",
      "stamp": "<file sizes and times>", "added": ISO time, "merged": ISO time,
-     "batches": [{"start": 0, "stop": 200000, "fingerprint": "<summary>"}],
+     "batches": [{"start": 0, "stop": 200000, "fingerprint": "<summary>", "kernel": 2}],
      "origin": {"model": ..., "model_id": ..., "version": ...}}   # merged from another model
 
 Checking that rows taken before are unchanged must not cost a read of them
@@ -248,14 +248,17 @@ def record(src, rows, previous=None, sid=None, batch=None, now=None, listing=Non
         would be recorded as unchanged and skipped ever after.
     previous : dict, optional
         The source's entry before; its id, ``added`` time, batches and origin are kept.
-    batch : (int, int, str), optional
-        ``(start, stop, summary fingerprint)`` of the rows just taken.
+    batch : (int, int, str, int), optional
+        ``(start, stop, summary fingerprint, pass-1 kernel)`` of the rows just
+        taken (the kernel lets ``update --verify`` sum them again as they were).
     """
     now = now or store.timestamp()
     previous = previous or {}
     batches = list(previous.get("batches", []))
     if batch is not None:
-        batches.append({"start": int(batch[0]), "stop": int(batch[1]), "fingerprint": batch[2]})
+        start, stop, fingerprint, kernel = batch
+        batches.append({"start": int(start), "stop": int(stop), "fingerprint": fingerprint,
+                        "kernel": int(kernel)})
     entry = {**src.key(), "features": list(src.feature_names), "rows": int(rows),
              "fingerprint": src.fingerprint(rows), "head": src.head(rows),
              "stamp": (listing or stamp(src)) if rows == src.n_rows else None,

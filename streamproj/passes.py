@@ -26,6 +26,7 @@ from .errors import BadValuesError, InputError, StreamprojError
 from .progress import compute_with_progress
 from .stats import (
     DETAILS,
+    PASS1_KERNEL,
     ClassStats,
     bfloat16_to_float32,
     centred_blocks,
@@ -55,7 +56,7 @@ _MERGE_FAN_IN = 4
 _WIDE_SUMMARY_BYTES = 32 * 2**20
 
 
-def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None):
+def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None, kernel=PASS1_KERNEL):
     """One chunk's summary, or the user error it raised (reported after the merge).
 
     Errors travel up the merge tree in row order, so the one raised names the
@@ -63,7 +64,7 @@ def _chunk_stats(X, y, detail, offset, names, bfloat16=False, budget=None):
     """
     try:
         return partial_summary(X, y, detail, row_offset=offset, names=names,
-                               bfloat16=bfloat16, max_bytes=budget)
+                               bfloat16=bfloat16, max_bytes=budget, kernel=kernel)
     except StreamprojError as exc:
         return exc
 
@@ -127,7 +128,7 @@ def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, na
 def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = None,
                progress: bool = False, row_offset: int = 0, names: tuple[str, str] = ("X", "y"),
                max_summary_memory: int | str | None = None, bfloat16: bool = False,
-               n_classes: int | None = None) -> ClassStats:
+               n_classes: int | None = None, kernel: int = PASS1_KERNEL) -> ClassStats:
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
     :func:`summary_graph` and :func:`finish_summary` are the same pass in two
@@ -161,6 +162,9 @@ def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = 
     n_classes : int, optional
         Classes known before reading (e.g. ``classes=``), for the memory plan
         (None: none known; the plan counts at least 2).
+    kernel : int
+        The blocking the rows are summed in (:data:`streamproj.stats.PASS1_KERNEL`,
+        the current one; an older one reproduces a summary it made, bit for bit).
 
     Returns
     -------
@@ -169,7 +173,7 @@ def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = 
         each time (duplicate protection is the model directory's ledger).
     """
     lazy, n_chunks = summary_graph(X, y, detail, chunk_rows, row_offset, names,
-                                   max_summary_memory, bfloat16, n_classes)
+                                   max_summary_memory, bfloat16, n_classes, kernel)
     (stats,) = compute_with_progress(lazy, progress=progress, prefix="streamproj-summary-",
                                      total=n_chunks, desc="pass 1: summaries")
     return finish_summary(stats)
@@ -187,7 +191,7 @@ def finish_summary(result):
 
 
 def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("X", "y"),
-                  max_summary_memory=None, bfloat16=False, n_classes=None):
+                  max_summary_memory=None, bfloat16=False, n_classes=None, kernel=PASS1_KERNEL):
     """Pass 1 as a lazy graph: ``(delayed result, number of chunks)``.
 
     The parameters are :func:`accumulate`'s. Its chunk tasks are named
@@ -207,12 +211,12 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     _plan_memory(X.shape[1], n_classes, detail, budget, max(X.chunks[0]), X.dtype.itemsize, names[0])
     if bfloat16:
         check_bfloat16_rows(X.dtype, names[0])
-    token = tokenize(X, y, detail, row_offset, names, budget, bfloat16)
+    token = tokenize(X, y, detail, row_offset, names, budget, bfloat16, kernel)
     xs = X.to_delayed(optimize_graph=False).ravel()
     ys = y.to_delayed(optimize_graph=False).ravel()
     parts = [
         dask.delayed(_chunk_stats, pure=True)(
-            xb, yb, detail, row_offset + off, names, bfloat16, budget,
+            xb, yb, detail, row_offset + off, names, bfloat16, budget, kernel,
             dask_key_name=f"streamproj-summary-{token}-{i}"
         )
         for i, (xb, yb, off) in enumerate(zip(xs, ys, _offsets(X.chunks[0]), strict=True))

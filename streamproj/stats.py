@@ -36,6 +36,8 @@ from .errors import (
 
 __all__ = [
     "DETAILS",
+    "PASS1_KERNEL",
+    "PASS1_KERNELS",
     "ClassStats",
     "as_labels",
     "bfloat16_to_float32",
@@ -52,6 +54,16 @@ __all__ = [
 ]
 
 DETAILS = ("pooled", "per_class", "fourth")
+
+# Which blocking pass 1 sums a chunk's rows in. The blocks set the order of the
+# additions, so the same rows summed under another kernel differ in the last bits:
+# a model's ledger records each batch's kernel, and ``update --verify`` re-reads a
+# batch with the kernel that summed it. 1: blocks of _MIN_BLOCK_ROWS rows at least
+# at every width (every batch recorded without a kernel); 2: _MIN_PRODUCT_ROWS below
+# _PANEL_MIN_WIDTH.
+PASS1_KERNEL = 2
+PASS1_KERNELS = (1, 2)
+
 _FORMAT = "streamproj-classstats"
 _FORMAT_VERSION = 1
 
@@ -594,11 +606,13 @@ class ClassStats:
 
 def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
                     names: tuple[str, str] = ("X", "y"), bfloat16: bool = False,
-                    max_bytes: int | None = None) -> ClassStats:
+                    max_bytes: int | None = None, kernel: int = PASS1_KERNEL) -> ClassStats:
     """:meth:`ClassStats.from_rows`, but only the upper triangle of ``within`` is right.
 
     For pass 1: merge such partials with :func:`merge_partials` and finish the
-    total with :func:`finish_partial`.
+    total with :func:`finish_partial`. ``kernel``: the blocking the rows are
+    summed in (``PASS1_KERNEL``; an older one to reproduce a recorded summary
+    bit for bit).
     """
     _check_detail(detail)
     X = np.asarray(X)
@@ -613,7 +627,7 @@ def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
                              chunk_rows=X.shape[0], itemsize=X.dtype.itemsize)
     with np.errstate(over="ignore", invalid="ignore"):  # reported below as clear errors
         if detail == "pooled":
-            moments = _pooled_moments(X, inverse, counts, decode)
+            moments = _pooled_moments(X, inverse, counts, decode, kernel)
         else:
             moments = _class_moments(X, inverse, counts, detail == "fourth", decode)
     # Every value of X reaches the diagonal of the scatter (as a square), so
@@ -709,11 +723,25 @@ def _encode_labels(y):
 # on run at 52-56 GFlop/s a core with 1,024 rows at p = 2,048 and 4,096.
 _BLOCK_BYTES = 4 * 2**20
 _MIN_BLOCK_ROWS = 1024
+# Below _PANEL_MIN_WIDTH each block's product is a p×p temporary added to the chunk's:
+# 1,024 rows at p = 1,000 spent a fifth of the kernel on that addition. With 4,096
+# rows, 10,000-row float32 chunks at p = 1,000 on two threads took 1.46 s instead of
+# 1.69 s (the float64 Gram of the same rows 1.25 s; p = 500: 0.41 against 0.44 s).
+_MIN_PRODUCT_ROWS = 4096
 
 
 def _block_rows(n_rows, width, block_bytes=_BLOCK_BYTES, min_rows=_MIN_BLOCK_ROWS):
     """Rows per cast block of ``block_bytes`` for ``width`` float64 columns, at least ``min_rows``."""
     return max(1, min(n_rows, max(min_rows, block_bytes // (8 * max(1, width)))))
+
+
+def _gram_block_rows(n_rows, width, kernel=PASS1_KERNEL):
+    """Rows per block of pass 1's Gram product over ``width`` columns, as ``kernel`` blocks them."""
+    if kernel not in PASS1_KERNELS:
+        msg = f"unknown pass-1 kernel {kernel!r}: this streamproj knows {list(PASS1_KERNELS)}"
+        raise ValueError(msg)
+    small = kernel >= 2 and width < _PANEL_MIN_WIDTH
+    return _block_rows(n_rows, width, min_rows=_MIN_PRODUCT_ROWS if small else _MIN_BLOCK_ROWS)
 
 
 def bfloat16_to_float32(rows):
@@ -755,7 +783,8 @@ def hash_c_order(h: Any, arr: Any) -> None:
         h.update(np.ascontiguousarray(arr[start:start + rows]).reshape(-1).view(np.uint8))
 
 
-def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None):
+def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None,
+                   kernel=PASS1_KERNEL):
     """Yield ``(start, stop, block)``: rows of X minus ``shift`` in float64, block by block.
 
     The blocks share one cache-sized buffer (so no float64 copy of the whole
@@ -763,11 +792,12 @@ def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None):
     for the caller, after the p shifted ones. ``decode`` (e.g.
     :func:`bfloat16_to_float32`) turns stored rows into numbers, block by block.
     ``block_bytes``: the buffer's size, for callers whose product needs no
-    minimum number of rows (default: the Gram's blocks, :func:`_block_rows`).
+    minimum number of rows (default: the Gram's blocks of pass-1 ``kernel``,
+    see ``PASS1_KERNEL``).
     """
     n, p = X.shape
     if block_bytes is None:
-        rows = _block_rows(n, p + extra_columns)
+        rows = _gram_block_rows(n, p + extra_columns, kernel)
     else:
         rows = _block_rows(n, p + extra_columns, block_bytes, min_rows=1)
     # Column-major rows (a pandas DataFrame's values) get a column-major buffer:
@@ -781,7 +811,7 @@ def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None):
         yield start, stop, block
 
 
-def _class_shifted_blocks(X, shifts, inverse, onehot, decode=None):
+def _class_shifted_blocks(X, shifts, inverse, onehot, decode=None, kernel=PASS1_KERNEL):
     """Like :func:`centred_blocks`, but row i is shifted by its own class's ``shifts[inverse[i]]``.
 
     With ``onehot`` the block carries K one-hot class columns after the p
@@ -793,7 +823,7 @@ def _class_shifted_blocks(X, shifts, inverse, onehot, decode=None):
     n, p = X.shape
     K = shifts.shape[0]
     extra = K if onehot else 0
-    rows = _block_rows(n, p + extra)
+    rows = _gram_block_rows(n, p + extra, kernel)
     buffer = np.empty((rows, p + extra))
     for start in range(0, n, rows):
         stop = min(start + rows, n)
@@ -1010,7 +1040,7 @@ def _class_shifts(X, inverse, K, decode=None):
 _SHARED_SHIFT_SPREADS = 4.0
 
 
-def _pooled_moments(X, inverse, counts, decode=None):
+def _pooled_moments(X, inverse, counts, decode=None, kernel=PASS1_KERNEL):
     """Means and pooled within-class scatter of one chunk: one Gram product.
 
     Each row is shifted to near **its own class's** mean while being cast to
@@ -1035,9 +1065,9 @@ def _pooled_moments(X, inverse, counts, decode=None):
     shared = bool(np.all(np.abs(shifts - common) <= _SHARED_SHIFT_SPREADS * spread))
     if shared:
         shifts = np.broadcast_to(common, (K, p))
-        blocks = centred_blocks(X, common, extra, decode)
+        blocks = centred_blocks(X, common, extra, decode, kernel=kernel)
     else:
-        blocks = _class_shifted_blocks(X, shifts, inverse, onehot, decode)
+        blocks = _class_shifted_blocks(X, shifts, inverse, onehot, decode, kernel)
     # (chosen by p alone, never by the classes: a chunk's partial must merge with any other's)
     product = (_UpperPanels(p + extra) if p >= _PANEL_MIN_WIDTH
                else np.zeros((p + extra, p + extra), order="F"))
@@ -1129,7 +1159,8 @@ def chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize=8):
     if detail == "pooled":
         # the product, and the Gram's scratch: a column panel, or numpy's p×p temporary
         scratch = width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else width * width
-        return rows + 8 * _block_rows(n, width) * width + _product_nbytes(p, width) + 8 * scratch
+        return (rows + 8 * _gram_block_rows(n, width) * width + _product_nbytes(p, width)
+                + 8 * scratch)
     copies = 2 if detail == "fourth" else 1
     return rows + summary_nbytes(p, k, detail) + 8 * n * p * copies
 

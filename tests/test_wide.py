@@ -1,5 +1,7 @@
 """Wide data: the in-place Gram kernel, embedding inputs (float16, bfloat16) and the memory plan."""
 
+import json
+
 import dask
 import dask.array as da
 import numpy as np
@@ -124,6 +126,63 @@ def test_block_rows_grow_with_width_down_to_a_minimum():
 
 
 # --------------------------------------------------------------- embeddings
+def test_product_blocks_are_taller_below_the_panel_width_from_kernel_2():
+    # kernel 2 amortises the p×p temporary each block's product adds over 4,096 rows;
+    # kernel 1 (batches recorded without a kernel) blocked by 1,024, as before
+    rows = stats_module._gram_block_rows
+    assert rows(10**6, 1002) == stats_module._MIN_PRODUCT_ROWS == 4096
+    assert rows(10**6, 1002, kernel=1) == stats_module._MIN_BLOCK_ROWS == 1024
+    assert rows(10**6, 102) == rows(10**6, 102, kernel=1) == stats_module._BLOCK_BYTES // 816
+    assert rows(10**6, 2050) == rows(10**6, 2050, kernel=1) == 1024  # the panels: unchanged
+    with pytest.raises(ValueError, match="unknown pass-1 kernel 3"):
+        rows(10, 10, kernel=3)
+
+
+def test_every_kernel_sums_exactly_and_each_reproduces_its_own_bits():
+    X, y = offset_classes(6000, 150, 3, offset=1e5, seed=4)
+    ref = two_pass(X, y)
+    got = {k: accumulate(X, y, chunk_rows=5000, kernel=k) for k in stats_module.PASS1_KERNELS}
+    for stats in got.values():
+        assert_close_to_reference(stats, ref)
+    # the blocks differ (2,595 rows against 4,096), so the last bits do: a batch must be
+    # verified with the kernel that summed it
+    assert got[1].fingerprint() != got[2].fingerprint()
+    assert accumulate(X, y, chunk_rows=5000, kernel=1).fingerprint() == got[1].fingerprint()
+
+
+def _model_json(model_dir):
+    return next(model_dir.glob("v*/model.json"))
+
+
+def test_verify_sums_a_batch_recorded_before_kernels_as_it_was_summed(tmp_path, capsys):
+    # A model merged by the code before kernel 2 holds fingerprints of kernel-1 sums and
+    # no "kernel" in its ledger: --verify must re-sum them so, not call the rows changed.
+    X, y = offset_classes(6000, 150, 2, offset=50.0, seed=5)
+    write_zarr(tmp_path / "in.zarr", X.astype(np.float32), y, chunk_rows=5000)
+    assert main(["fit", str(tmp_path / "in.zarr"), "--model", str(tmp_path / "m")]) == 0
+    path = _model_json(tmp_path / "m")
+    meta = json.loads(path.read_text())
+    (batch,) = meta["sources"][0]["batches"]
+    assert batch["kernel"] == stats_module.PASS1_KERNEL
+    rows = zarr.open_group(str(tmp_path / "in.zarr"), mode="r")
+    old = accumulate(rows["X"][:], rows["y"][:], chunk_rows=5000, kernel=1).fingerprint()
+    assert old != batch["fingerprint"]
+    del batch["kernel"]
+    batch["fingerprint"] = old
+    path.write_text(json.dumps(meta))
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "in.zarr"), "--verify"]) == 0
+    assert "model unchanged" in capsys.readouterr().out
+    # still a real check: one changed value in the middle is caught
+    zarr.open_group(str(tmp_path / "in.zarr"), mode="r+")["X"][2500, 7] += 1.0
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "in.zarr"), "--verify"]) == 2
+    assert "have changed since" in capsys.readouterr().err
+    # a kernel from a newer streamproj is named, not guessed at
+    batch["kernel"] = 99
+    path.write_text(json.dumps(meta))
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "in.zarr"), "--verify"]) == 2
+    assert "pass-1 kernel 99, which this streamproj does not know" in capsys.readouterr().err
+
+
 def test_float16_rows_accumulate_exactly_as_their_float64_values():
     X, y = make_classes(n=2000, p=12, k=3, seed=5)
     X16 = X.astype(np.float16)
