@@ -37,7 +37,7 @@ def panels(product, block, buffer):
     stats._add_gram(product, block, buffer)
 
 
-KERNELS = {"streamproj panels": panels, "scipy dsyrk": syrk, "numpy X.T @ X": numpy_product}
+KERNELS = {"streamproj _add_gram": panels, "scipy dsyrk": syrk, "numpy X.T @ X": numpy_product}
 
 
 def main():
@@ -52,7 +52,7 @@ def main():
 
         def task(kernel, i, p=p, nblocks=nblocks, blocks=blocks):
             product = np.zeros((p, p), order="F")
-            buffer = stats.gram_buffer(p) if p >= stats._PANEL_MIN_WIDTH else np.empty(p * 256)
+            buffer = stats.gram_buffer(p)
             for b in range(nblocks):
                 kernel(product, blocks[(b + i) % 2], buffer)
             return product
