@@ -383,7 +383,11 @@ def measure(task, path, repeats, limit_gb=None, keep=None, source=None):
         cmd += ["--limit-gb", str(limit_gb)]
     if keep:
         cmd += ["--keep", str(keep)]
-    env = dict(os.environ)
+    # every task, the floors and a baseline tree's included, with malloc as the streamproj
+    # command sets it (STREAMPROJ_MALLOC=system: glibc's defaults for all of them)
+    from streamproj._launch import allocator_environ
+
+    env = {**os.environ, **allocator_environ()}
     if source:
         env["PYTHONPATH"] = os.pathsep.join([str(source), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)

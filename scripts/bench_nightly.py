@@ -217,6 +217,11 @@ def parquet_vs_zarr(args, work):
 
 
 def main(argv=None):
+    from streamproj._launch import tune_allocator
+
+    # malloc as the streamproj command sets it, for the job and the floors alike
+    # (STREAMPROJ_MALLOC=system: glibc's defaults for both)
+    tune_allocator()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nights", type=int, default=30)
     parser.add_argument("--rows", type=_rows, default=200_000, help="rows per night")

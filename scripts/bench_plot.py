@@ -123,6 +123,11 @@ def peak_rss(kind, out, dest):
 
 
 def main(argv=None):
+    from streamproj._launch import tune_allocator
+
+    # malloc as the streamproj command sets it, for the job and the floors alike
+    # (STREAMPROJ_MALLOC=system: glibc's defaults for both)
+    tune_allocator()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--small", type=int, default=1_000_000, help="rows of the smaller RSS run")

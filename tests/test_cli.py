@@ -411,3 +411,47 @@ def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
                           text=True, timeout=120)
     assert proc.returncode == 130
     assert proc.stderr == "streamproj: interrupted\n"
+
+
+_FAULTS = textwrap.dedent("""
+    import json, resource, sys
+    import zarr
+    from streamproj._launch import tune_allocator
+    tuned = tune_allocator() if sys.argv[2] == "tune" else None
+    X = zarr.open_array(sys.argv[1], mode="r")
+    X[:]  # the first read: imports, codecs and first-touch costs out of the count
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(3):
+        X[:]
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    print(json.dumps({"tuned": tuned, "faults": after - before}))
+""")
+
+
+def _faults(path, how, env):
+    proc = subprocess.run([sys.executable, "-c", _FAULTS, str(path), how], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not os.confstr("CS_GNU_LIBC_VERSION"),
+                    reason="tune_allocator sets glibc's malloc; other C libraries are left alone")
+def test_the_command_keeps_freed_chunk_buffers_instead_of_faulting_them_in_again(tmp_path):
+    # A 40 MB zstd chunk (over glibc's largest mmap threshold, 32 MiB): each read of it
+    # allocates the compressed and the decoded bytes afresh, and with glibc's defaults
+    # every page of both is faulted in again (as of 10,000 x 1,000 float32 chunks).
+    rows = np.random.default_rng(0).standard_normal((10_000, 1_000)).astype(np.float32)
+    zarr.create_array(str(tmp_path / "X.zarr"), data=rows, chunks=rows.shape)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("STREAMPROJ_MALLOC", None)
+    pages = rows.nbytes // 4096
+    system = _faults(tmp_path / "X.zarr", "system", env)
+    tuned = _faults(tmp_path / "X.zarr", "tune", env)
+    assert tuned["tuned"] is True
+    assert system["faults"] > 3 * pages  # both buffers, every read
+    assert tuned["faults"] < pages // 4  # kept and reused
+    # the user's own malloc settings, and STREAMPROJ_MALLOC=system, are left alone
+    mine = _faults(tmp_path / "X.zarr", "tune", {**env, "MALLOC_TRIM_THRESHOLD_": "131072"})
+    assert mine["tuned"] is False
+    assert _faults(tmp_path / "X.zarr", "tune", {**env, "STREAMPROJ_MALLOC": "system"})["tuned"] is False
