@@ -416,7 +416,7 @@ def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n
     with _context(src.spec, _named_columns(src)):
         return summary_graph(X, y, detail, row_offset=start, names=src.names,
                              max_summary_memory=max_summary_memory, bfloat16=bfloat16,
-                             n_classes=n_classes)
+                             n_classes=n_classes, kernel=PASS1_KERNEL)  # as the ledger records
 
 
 _NAMED_KINDS = ("parquet", "csv", "xarray")  # inputs whose columns have names
@@ -438,7 +438,8 @@ def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=F
     with _context(src.spec, _named_columns(src)):
         return _plain(accumulate(X, y, detail, progress=progress, row_offset=start,
                                  names=src.names, max_summary_memory=max_summary_memory,
-                                 bfloat16=bfloat16, n_classes=n_classes))
+                                 bfloat16=bfloat16, n_classes=n_classes,
+                                 kernel=PASS1_KERNEL))  # as the ledger records
 
 
 def _boundary_file(params):
@@ -808,13 +809,15 @@ def _verify_rows(model, src, entry, progress):
     bit. It reads the rows as the merge did (a bfloat16 model's uint16 bits as
     bfloat16).
     """
-    for batch in entry.get("batches", []):
+    batches = entry.get("batches", [])
+    kernels = [_batch_kernel(batch, src) for batch in batches]  # all known, before any is read
+    for batch, kernel in zip(batches, kernels, strict=True):
         a, b = batch["start"], batch["stop"]
         with _context(src.names[0]):
             # summed as when merged: the kernel sets the order of the additions
             again = accumulate(src.X[a:b], src.y[a:b], model.summary_detail(), progress=progress,
                                row_offset=a, names=src.names, bfloat16=model.bfloat16,
-                               kernel=_batch_kernel(batch, src))
+                               kernel=kernel)
         if again.fingerprint() != batch["fingerprint"]:
             msg = (f"rows {a}..{b - 1} of {src.names[0]} (merged on {entry['merged']}) have changed "
                    "since; refit the model from its sources")

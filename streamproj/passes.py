@@ -22,11 +22,12 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .errors import BadValuesError, InputError, StreamprojError
+from .errors import BadValuesError, InputError, InvalidParameterError, StreamprojError
 from .progress import compute_with_progress
 from .stats import (
     DETAILS,
     PASS1_KERNEL,
+    PASS1_KERNELS,
     ClassStats,
     bfloat16_to_float32,
     centred_blocks,
@@ -201,6 +202,9 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     :func:`finish_summary` raises. Shapes, dtypes and the memory plan are
     checked here, before anything is read.
     """
+    if kernel not in PASS1_KERNELS:
+        msg = f"kernel={kernel!r}: this streamproj sums pass 1 with kernel {list(PASS1_KERNELS)}"
+        raise InvalidParameterError(msg)
     X = as_dask_rows(X, chunk_rows, names[0])
     y = as_dask_labels(y, X.chunks[0], names)
     if X.shape[0] == 0:

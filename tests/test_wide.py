@@ -12,7 +12,7 @@ from conftest import make_classes, offset_classes, one_error_line, two_pass, wri
 import streamproj as sp
 from streamproj import stats as stats_module
 from streamproj.cli import main
-from streamproj.errors import InputError, SummaryMemoryError
+from streamproj.errors import InputError, InvalidParameterError, SummaryMemoryError
 from streamproj.passes import accumulate
 from streamproj.stats import (
     ClassStats,
@@ -136,6 +136,9 @@ def test_product_blocks_are_taller_below_the_panel_width_from_kernel_2():
     assert rows(10**6, 2050) == rows(10**6, 2050, kernel=1) == 1024  # the panels: unchanged
     with pytest.raises(ValueError, match="unknown pass-1 kernel 3"):
         rows(10, 10, kernel=3)
+    # refused before anything is read, as a parameter
+    with pytest.raises(InvalidParameterError, match=r"kernel=3: this streamproj sums pass 1 with kernel \[1, 2\]"):
+        accumulate(np.zeros((4, 2)), np.array([0, 0, 1, 1]), kernel=3)
 
 
 def test_every_kernel_sums_exactly_and_each_reproduces_its_own_bits():
