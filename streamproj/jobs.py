@@ -1037,9 +1037,8 @@ def _source_ranges(srcs, stamps, out_path):
     _refuse_copies(srcs, f"output {out_path}")  # (their fingerprints: from the pass just made)
     out, at = [], 0
     for src, stamp in zip(srcs, stamps, strict=True):
-        entry = {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(src.n_rows),
-                 "head": src.head(), "stamp": stamp, "merged": store.timestamp(), "ranges": [[0, src.n_rows, at]]}
-        out.append(entry)
+        out.append({**_entry_of(src), "stamp": stamp, "merged": store.timestamp(),
+                    "ranges": [[0, src.n_rows, at]]})
         at += src.n_rows
     return out
 
