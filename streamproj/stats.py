@@ -854,7 +854,12 @@ def gram_buffer(width):
     temporary per block cost 6 % of pass 1 at p = 1,000 (12 ms of a 10,000-row
     chunk's 250 on one core, in page faults).
     """
-    return np.empty(width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else width * width)
+    return np.empty(_gram_scratch_size(width))
+
+
+def _gram_scratch_size(width):
+    """Values in :func:`gram_buffer` (also the memory plan's count of it)."""
+    return width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else width * width
 
 
 def _panel_bounds(q):
@@ -1166,10 +1171,9 @@ def chunk_nbytes(n_features, n_classes, detail, chunk_rows, itemsize=8):
     width = p + (k if k <= _ONEHOT_MAX_CLASSES else 0)
     rows = n * p * int(itemsize)
     if detail == "pooled":
-        # the product, and the Gram's scratch: a column panel, or numpy's p×p temporary
-        scratch = width * _GRAM_PANEL if width >= _PANEL_MIN_WIDTH else width * width
+        # the product, and the Gram's scratch (a column panel, or a whole p×p product)
         return (rows + 8 * _gram_block_rows(n, width) * width + _product_nbytes(p, width)
-                + 8 * scratch)
+                + 8 * _gram_scratch_size(width))
     copies = 2 if detail == "fourth" else 1
     return rows + summary_nbytes(p, k, detail) + 8 * n * p * copies
 
