@@ -173,6 +173,51 @@ def task_project(path, tmp):
     return lambda: jobs.project(model, X, tmp / "coords.zarr", y=y, overwrite=True)
 
 
+def _on_gpu(make):
+    """A task run with ``streamproj.gpu.using("cuda")``, warmed up in its set-up.
+
+    CuPy builds its kernels and cuBLAS its handles on first use (seconds on a fresh
+    machine): one untimed run over the first rows, on every dask thread, keeps that out
+    of the timing.
+    """
+
+    def task(path, tmp):
+        from streamproj import gpu
+
+        with gpu.using("cuda"):
+            make(path, tmp, warm=True)()
+            run = make(path, tmp)
+
+        def timed():
+            with gpu.using("cuda"):
+                return run()
+
+        return timed
+
+    return task
+
+
+def _fit_gpu(path, tmp, warm=False):
+    import streamproj as sp
+
+    X, y = _open(path)
+    if warm:
+        X, y = X[: 8 * WIDE_CHUNK_ROWS], y[: 8 * WIDE_CHUNK_ROWS]
+    projector = _projector(sp)
+    return lambda: projector().fit(X, y)
+
+
+def _project_gpu(path, tmp, warm=False):
+    import streamproj as sp
+    from streamproj import jobs
+
+    X, y = _open(path)
+    if warm:
+        X, y = X[: 8 * WIDE_CHUNK_ROWS], y[: 8 * WIDE_CHUNK_ROWS]
+    model = sp.BoundaryProjector().fit(X, y)
+    return lambda: jobs.project(model, X, tmp / "coords.zarr", y=y, overwrite=True)
+
+
 def task_project_cli(path, tmp):
     """What ``streamproj project MODEL INPUT --output OUT`` runs, from a model saved in the set-up."""
     import streamproj as sp
@@ -345,6 +390,8 @@ def task_check(path, tmp):
 
 
 TASKS = {name[5:]: fn for name, fn in globals().items() if name.startswith("task_")}
+TASKS.update(fit_cuda=_on_gpu(_fit_gpu), project_cuda=_on_gpu(_project_gpu))
+GPU_TASKS = {"fit": "fit_cuda", "project": "project_cuda"}
 
 
 def worker(task, path, repeats, limit_gb, keep):
@@ -433,16 +480,19 @@ def fmt_rows(n, p):
     return f"{n / 1e6:g}M x {p}" if n >= 1e6 else f"{n / 1e3:g}k x {p}"
 
 
-def _beside_baselines(tasks, n, p, baseline):
+def _beside_baselines(tasks, n, p, baseline, device="cpu"):
     """Plan items for ``tasks``; fit and project each followed by the baseline's (if any).
 
-    Side by side, a task and its baseline swap order every round (see main).
+    Side by side, a task and its baseline swap order every round (see main). With
+    ``device="cuda"`` fit and project are each followed by their GPU run too.
     """
     plan = []
     for task in tasks:
         plan.append((task, task, n, p, None))
         if baseline and task in ("fit", "project", "project_cli"):
             plan.append((f"{task}@base", task, n, p, baseline))
+        if device == "cuda" and task in GPU_TASKS:
+            plan.append((GPU_TASKS[task], GPU_TASKS[task], n, p, None))
     return plan
 
 
@@ -467,6 +517,9 @@ def main():
                     help="also fit 1M x 50 from a pandas DataFrame vs the same numpy array")
     ap.add_argument("--memory-limit-gb", type=float, default=None,
                     help="also run fit/project (and peers) on the largest size under this address-space limit")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: also time fit and project on the GPU (fit_cuda, project_cuda) "
+                         "beside the CPU's, in the same rounds")
     ap.add_argument("--json", default=None, help="write all results here (default DATA/results.json)")
     ap.add_argument("--task", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -500,14 +553,15 @@ def main():
             tasks = ["read", "fit", "read_write", "project", "project_cli", "gram"]
             if dtype != "float32":
                 tasks.append("idle")
-            plan += _beside_baselines(tasks, n, p, args.baseline)
+            plan += _beside_baselines(tasks, n, p, args.baseline, args.device)
     for n, p in [] if args.only_out_of_core else cases:
         tasks = ["read", "read_write", "fit", "project"]
         if n == target or p != 100:
             tasks += ["gram", "run", "ipca", "daskml_pca"]
         if n <= peers_max or p != 100:
             tasks += ["lda_eigen", "lda_svd"]
-        plan += _beside_baselines(tasks, n, p, args.baseline if n == target else None)
+        plan += _beside_baselines(tasks, n, p, args.baseline if n == target else None,
+                                  args.device)
     if args.frames and not args.only_out_of_core:
         plan += [(task, task, 1_000_000, 50, None) for task in ("fit_numpy", "fit_pandas")]
     paths.update({(n, p): dataset(args.data, n, p) for _, _, n, p, _ in plan
@@ -553,6 +607,20 @@ def main():
     out = Path(args.json or Path(args.data) / "results.json")
     out.write_text(json.dumps(results, indent=1))
     report(results, target, sizes, args.memory_limit_gb, args.wide)
+
+
+def _gpu_rows(get, ratio, n, p, label):
+    """The GPU's ratios, where fit_cuda and project_cuda ran."""
+    if not get("fit_cuda", n, p):
+        return []
+    return [
+        (f"fit on the GPU / read floor ({label})", ratio(get("fit_cuda", n, p), get("read", n, p)), ""),
+        (f"fit on the GPU / fit on the CPU ({label})", ratio(get("fit_cuda", n, p), get("fit", n, p)), ""),
+        (f"project on the GPU / read+write floor ({label})",
+         ratio(get("project_cuda", n, p), get("read_write", n, p)), ""),
+        (f"project on the GPU / on the CPU ({label})",
+         ratio(get("project_cuda", n, p), get("project", n, p)), ""),
+    ]
 
 
 def report(results, target, sizes, limit_gb, wide=False):
@@ -605,6 +673,7 @@ def report(results, target, sizes, limit_gb, wide=False):
         if get("project_cli@base", n, p):
             rows += [(f"project from a saved model, now / baseline ({label})",
                       ratio(get("project_cli", n, p), get("project_cli@base", n, p)), "")]
+        rows += _gpu_rows(get, ratio, n, p, label)
         fit, idle = get("fit", n, p), get("idle", n, p)
         if dtype != "float32" and fit and fit.get("peak_rss_mb"):
             budget = (8 * p * p + 2 * WIDE_CHUNK_ROWS * p * 2) / 2**20  # pooled summary + 2 chunks
@@ -628,6 +697,8 @@ def report(results, target, sizes, limit_gb, wide=False):
             (f"run (fit+project) / IncrementalPCA ({label})", ratio(get("run", n, p), get("ipca", n, p)), "< 1"),
             (f"run (fit+project) / dask-ml PCA ({label})", ratio(get("run", n, p), get("daskml_pca", n, p)), ""),
         ]
+    for n, p in () if wide else [(target, 100), (500_000, 1000)]:
+        rows += _gpu_rows(get, ratio, n, p, fmt_rows(n, p))
     if get("fit@base", target):
         label = fmt_rows(target, 100)
         rows += [

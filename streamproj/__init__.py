@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the names, eagerly
 
 # errors.__all__, written out (importing errors imports scikit-learn); a test keeps them equal
 _ERRORS = (
-    "BadValuesError", "ClusterError", "DuplicateBatchWarning", "IncompatibleStatsError",
+    "BadValuesError", "ClusterError", "DeviceError", "DuplicateBatchWarning", "IncompatibleStatsError",
     "InputError", "InvalidParameterError", "ModelError", "NotFittedError", "OutputExistsError",
     "SingularScatterError", "SourceChangedError", "StorageError", "StreamprojError",
     "StreamprojWarning", "SummaryMemoryError",

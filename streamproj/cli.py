@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 
-from . import demo, jobs, plot
+from . import demo, gpu, jobs, plot
 from ._version import __version__
 from .config import load_config, shrinkage_value
 from .errors import InputError, InvalidParameterError, StreamprojError
@@ -46,6 +46,12 @@ def _memory_arg(p):
     p.add_argument("--max-summary-memory", default=None, metavar="SIZE",
                    help="refuse a summary (plus chunks in flight) larger than SIZE, e.g. 4GB "
                         "(default: half the machine's memory)")
+
+
+def _device_arg(p):
+    p.add_argument("--device", choices=gpu.DEVICES, default="cpu",
+                   help="where pass 1's products and the projection run: cpu (default), or cuda "
+                        "for an NVIDIA GPU through CuPy")
 
 
 def _input_args(p):
@@ -122,6 +128,7 @@ def build_parser():
     p.add_argument("--bfloat16", action="store_true",
                    help="X holds bfloat16 values stored as uint16 bit patterns")
     _memory_arg(p)
+    _device_arg(p)
     _common(p)
     p.set_defaults(func=_fit)
 
@@ -133,6 +140,7 @@ def build_parser():
                    help="re-read rows merged before to check they are unchanged (slow)")
     _window_args(p)
     _memory_arg(p)
+    _device_arg(p)
     _common(p)
     p.set_defaults(func=_update)
 
@@ -150,6 +158,7 @@ def build_parser():
     p.add_argument("--decision", action=argparse.BooleanOptionalAction, default=None,
                    help="write the decision values (default: when there are at most 16 classes)")
     _input_args(p)
+    _device_arg(p)
     _common(p)
     p.set_defaults(func=_project)
 
@@ -172,6 +181,7 @@ def build_parser():
                    help="exit with status 3 when the boundary moved more than DEG degrees "
                         "(overrides [run] alert_above_degrees)")
     _memory_arg(p)
+    _device_arg(p)
     _common(p)
     p.set_defaults(func=_run)
 
@@ -454,7 +464,7 @@ def main(argv=None):
             plot.check_figure(args.output, args.out, args.model)
         # run takes its cluster from the config; info computes nothing
         scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None
-        with jobs.dask_cluster(scheduler):
+        with jobs.dask_cluster(scheduler), gpu.using(getattr(args, "device", "cpu")):
             if args.json and args.command in ("plot", "demo"):
                 code = _as_json(args)
             else:

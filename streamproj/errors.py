@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import InvalidParameterError as _SklearnInv
 __all__ = [
     "BadValuesError",
     "ClusterError",
+    "DeviceError",
     "DuplicateBatchWarning",
     "IncompatibleStatsError",
     "InputError",
@@ -90,6 +91,10 @@ class SourceChangedError(StreamprojError):
 
 class StorageError(StreamprojError):
     """A file or object could not be written: permission, read-only file system, full disk, network."""
+
+
+class DeviceError(StreamprojError):
+    """The device asked for is unknown or not there (``"cuda"`` without CuPy or a GPU)."""
 
 
 class ClusterError(StreamprojError):

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy.linalg import subspace_angles
 
-from . import ledger, outputs, sources, store
+from . import gpu, ledger, outputs, sources, store
 from ._version import __version__
 from .cluster import dask_cluster, require_sbatch
 from .errors import (
@@ -45,11 +45,11 @@ from .errors import (
 )
 from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
-from .passes import accumulate, finish_summary, summary_graph
+from .passes import accumulate, default_kernel, finish_summary, summary_graph
 from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
-from .stats import PASS1_KERNEL, PASS1_KERNELS, ClassStats
+from .stats import PASS1_KERNELS, ClassStats
 from .validation import as_dask_labels, as_dask_rows
 
 __all__ = [
@@ -416,7 +416,7 @@ def _summary_lazy(src, start, detail, max_summary_memory=None, bfloat16=False, n
     with _context(src.spec, _named_columns(src)):
         return summary_graph(X, y, detail, row_offset=start, names=src.names,
                              max_summary_memory=max_summary_memory, bfloat16=bfloat16,
-                             n_classes=n_classes, kernel=PASS1_KERNEL)  # as the ledger records
+                             n_classes=n_classes, kernel=default_kernel())  # as the ledger records
 
 
 _NAMED_KINDS = ("parquet", "csv", "xarray")  # inputs whose columns have names
@@ -439,7 +439,7 @@ def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=F
         return _plain(accumulate(X, y, detail, progress=progress, row_offset=start,
                                  names=src.names, max_summary_memory=max_summary_memory,
                                  bfloat16=bfloat16, n_classes=n_classes,
-                                 kernel=PASS1_KERNEL))  # as the ledger records
+                                 kernel=default_kernel()))  # as the ledger records
 
 
 def _boundary_file(params):
@@ -512,7 +512,7 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
                 summaries[sid] = batch
                 entries.append(ledger.record(src, src.n_rows, sid=sid, listing=listing,
                                              batch=(0, src.n_rows, batch.fingerprint(),
-                                                    PASS1_KERNEL)))
+                                                    default_kernel())))
                 reports.append({"url": src.url, "status": "merged", "rows_merged": src.n_rows,
                                 "rows_skipped": 0})
         entries, evicted = _apply_window(entries, keep_last, max_age)
@@ -716,7 +716,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
             summaries[sid] = summaries[sid] + batch if sid in summaries else batch
         new_entry = ledger.record(src, src.n_rows, previous=entry, sid=sid,
                                   listing=plan["listings"].get(id(src)),
-                                  batch=(start, src.n_rows, batch.fingerprint(), PASS1_KERNEL))
+                                  batch=(start, src.n_rows, batch.fingerprint(), default_kernel()))
         if entry is None:
             entries.append(new_entry)
         else:
@@ -798,6 +798,10 @@ def _batch_kernel(batch, src):
                f"pass-1 kernel {kernel!r}, which this streamproj does not know; upgrade "
                "streamproj to verify them")
         raise ModelError(msg)
+    if kernel == gpu.KERNEL and gpu.backend() is None:
+        gpu.check_device("cuda", what=(f"rows {batch['start']}..{batch['stop'] - 1} of "
+                                       f"{src.names[0]} were summed on a GPU (pass-1 kernel "
+                                       f"{kernel}): verifying them"))
     return kernel
 
 
@@ -821,6 +825,9 @@ def _verify_rows(model, src, entry, progress):
         if again.fingerprint() != batch["fingerprint"]:
             msg = (f"rows {a}..{b - 1} of {src.names[0]} (merged on {entry['merged']}) have changed "
                    "since; refit the model from its sources")
+            if kernel == gpu.KERNEL:  # cuBLAS repeats its sums on the same GPU and library only
+                msg += (" (they were summed on a GPU: another GPU model or CUDA library "
+                        "sums them in another order, which looks like a change)")
             raise SourceChangedError(msg)
 
 

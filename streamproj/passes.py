@@ -22,6 +22,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
+from . import gpu
 from .errors import BadValuesError, InputError, InvalidParameterError, StreamprojError
 from .progress import compute_with_progress
 from .stats import (
@@ -43,6 +44,7 @@ from .validation import as_dask_labels, as_dask_rows, block_start, check_finite
 
 __all__ = [
     "accumulate",
+    "default_kernel",
     "default_memory_budget",
     "finish_summary",
     "project_blocks",
@@ -129,7 +131,7 @@ def _plan_memory(n_features, n_classes, detail, budget, chunk_rows, itemsize, na
 def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = None,
                progress: bool = False, row_offset: int = 0, names: tuple[str, str] = ("X", "y"),
                max_summary_memory: int | str | None = None, bfloat16: bool = False,
-               n_classes: int | None = None, kernel: int = PASS1_KERNEL) -> ClassStats:
+               n_classes: int | None = None, kernel: int | None = None) -> ClassStats:
     """Pass 1: per-class summaries of all rows, in one streaming Dask computation.
 
     :func:`summary_graph` and :func:`finish_summary` are the same pass in two
@@ -163,9 +165,13 @@ def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = 
     n_classes : int, optional
         Classes known before reading (e.g. ``classes=``), for the memory plan
         (None: none known; the plan counts at least 2).
-    kernel : int
+    kernel : int, optional
         The blocking the rows are summed in (:data:`streamproj.stats.PASS1_KERNEL`,
-        the current one; an older one reproduces a summary it made, bit for bit).
+        the current one; an older one reproduces a summary it made, bit for bit),
+        or ``streamproj.gpu.KERNEL`` (3): the products on a GPU through CuPy
+        (:class:`~streamproj.errors.DeviceError` before any row is read where
+        there is none). Default: :func:`default_kernel`, that of the device
+        chosen with :func:`streamproj.gpu.using`.
 
     Returns
     -------
@@ -180,6 +186,11 @@ def accumulate(X: Any, y: Any, detail: str = "pooled", chunk_rows: int | None = 
     return finish_summary(stats)
 
 
+def default_kernel():
+    """The pass-1 kernel of the current device (:func:`streamproj.gpu.using`): 2 on the CPU, 3 on a GPU."""
+    return gpu.KERNEL if gpu.current_device() == "cuda" else PASS1_KERNEL
+
+
 def finish_summary(result):
     """The :class:`ClassStats` a computed :func:`summary_graph` gave, or the first bad row's error.
 
@@ -192,7 +203,7 @@ def finish_summary(result):
 
 
 def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("X", "y"),
-                  max_summary_memory=None, bfloat16=False, n_classes=None, kernel=PASS1_KERNEL):
+                  max_summary_memory=None, bfloat16=False, n_classes=None, kernel=None):
     """Pass 1 as a lazy graph: ``(delayed result, number of chunks)``.
 
     The parameters are :func:`accumulate`'s. Its chunk tasks are named
@@ -202,9 +213,12 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     :func:`finish_summary` raises. Shapes, dtypes and the memory plan are
     checked here, before anything is read.
     """
+    kernel = default_kernel() if kernel is None else kernel
     if kernel not in PASS1_KERNELS:
         msg = f"kernel={kernel!r}: this streamproj sums pass 1 with kernel {list(PASS1_KERNELS)}"
         raise InvalidParameterError(msg)
+    if kernel == gpu.KERNEL:
+        gpu.check_device("cuda", what=f"kernel={kernel} (pass 1 on a GPU)")
     X = as_dask_rows(X, chunk_rows, names[0])
     y = as_dask_labels(y, X.chunks[0], names)
     if X.shape[0] == 0:
@@ -259,8 +273,10 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
 _PROJECT_BLOCK_BYTES = 2**19
 
 
-def _centred_product(block, center, matrix, bfloat16):
+def _centred_product(block, center, matrix, bfloat16, device="cpu"):
     """``(block - center) @ matrixᵀ`` in float64, one cache-sized block of rows at a time."""
+    if device == "cuda":
+        return gpu.centred_product(block, center, matrix, bfloat16)
     decode = bfloat16_to_float32 if bfloat16 else None
     out = np.empty((block.shape[0], matrix.shape[0]))
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows: checked by the caller
@@ -270,9 +286,10 @@ def _centred_product(block, center, matrix, bfloat16):
     return out
 
 
-def _project_block(block, center, components, name, row_offset, bfloat16=False, block_info=None):
+def _project_block(block, center, components, name, row_offset, bfloat16=False, device="cpu",
+                   block_info=None):
     block = np.asarray(block)
-    out = _centred_product(block, center, components, bfloat16)
+    out = _centred_product(block, center, components, bfloat16, device)
     # Any NaN or inf in a row makes its coordinates non-finite: check the small output.
     if not np.isfinite(out).all():
         first = block_start(block_info)
@@ -282,8 +299,8 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
     return out
 
 
-def _score_block(block, center, coefs, offsets, bfloat16=False):
-    out = _centred_product(np.asarray(block), center, coefs, bfloat16)
+def _score_block(block, center, coefs, offsets, bfloat16=False, device="cpu"):
+    out = _centred_product(np.asarray(block), center, coefs, bfloat16, device)
     out += offsets
     return out
 
@@ -300,29 +317,36 @@ def _by_rows(X, kernel, args, width, prefix):
     )
 
 
-def score_blocks(X, center, coefs, offsets, bfloat16=False):
+def score_blocks(X, center, coefs, offsets, bfloat16=False, device=None):
     """Lazy ``(X - center) @ coefsᵀ + offsets`` in float64, chunk by chunk.
 
     Several linear scores of the same rows (e.g. the decisions and the
     centred scores of K > 2 classes, stacked) from one cast of each block.
     Non-finite rows give non-finite scores (:func:`project_blocks` names
     them). ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded
-    exactly).
+    exactly). ``device``: "cpu", or "cuda" for the products on a GPU
+    (:mod:`streamproj.gpu`; default: the one chosen with :func:`streamproj.gpu.using`).
     """
+    device = gpu.current_device() if device is None else device
+    gpu.check_device(device)
     if bfloat16:
         check_bfloat16_rows(X.dtype)
     coefs = np.asarray(coefs, dtype=np.float64)
     args = (np.asarray(center, dtype=np.float64), coefs, np.asarray(offsets, dtype=np.float64),
-            bfloat16)
+            bfloat16, device)
     return _by_rows(X, _score_block, args, coefs.shape[0], "streamproj-scores")
 
 
-def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False):
+def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False, device=None):
     """Lazy ``(X - center) @ componentsᵀ`` in float64, chunk by chunk.
 
     NaN/inf rows raise :class:`~streamproj.errors.BadValuesError` naming the row.
     ``bfloat16``: X holds bfloat16 bit patterns as uint16 (decoded exactly).
+    ``device``: "cpu", or "cuda" for the products on a GPU (:mod:`streamproj.gpu`;
+    default: the one chosen with :func:`streamproj.gpu.using`).
     """
+    device = gpu.current_device() if device is None else device
+    gpu.check_device(device)
     center = np.asarray(center, dtype=np.float64)
     components = np.asarray(components, dtype=np.float64)
     if X.shape[1] != components.shape[1]:
@@ -330,7 +354,7 @@ def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False
         raise InputError(msg)
     if bfloat16:
         check_bfloat16_rows(X.dtype, name)
-    return _by_rows(X, _project_block, (center, components, name, row_offset, bfloat16),
+    return _by_rows(X, _project_block, (center, components, name, row_offset, bfloat16, device),
                     components.shape[0], "streamproj-project")
 
 

@@ -60,9 +60,10 @@ DETAILS = ("pooled", "per_class", "fourth")
 # a model's ledger records each batch's kernel, and ``update --verify`` re-reads a
 # batch with the kernel that summed it. 1: blocks of _MIN_BLOCK_ROWS rows at least
 # at every width (every batch recorded without a kernel); 2: _MIN_PRODUCT_ROWS below
-# _PANEL_MIN_WIDTH.
+# _PANEL_MIN_WIDTH; 3: on a GPU through CuPy (:mod:`streamproj.gpu`, cuBLAS's order).
 PASS1_KERNEL = 2
-PASS1_KERNELS = (1, 2)
+PASS1_KERNELS = (1, 2, 3)
+_GPU_KERNEL = 3
 
 _FORMAT = "streamproj-classstats"
 _FORMAT_VERSION = 1
@@ -629,7 +630,7 @@ def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
         if detail == "pooled":
             moments = _pooled_moments(X, inverse, counts, decode, kernel)
         else:
-            moments = _class_moments(X, inverse, counts, detail == "fourth", decode)
+            moments = _class_moments(X, inverse, counts, detail == "fourth", decode, kernel)
     # Every value of X reaches the diagonal of the scatter (as a square), so
     # one look there catches NaN, inf and overflow anywhere in the chunk.
     (means, residuals), within, *per_class = moments
@@ -1070,13 +1071,25 @@ def _pooled_moments(X, inverse, counts, decode=None, kernel=PASS1_KERNEL):
     ``_SHARED_SHIFT_SPREADS`` spreads of their common mean, that one shared
     shift is as exact and is used.
     """
-    n, p = X.shape
+    n = X.shape[0]
     K = counts.shape[0]
-    onehot = K <= _ONEHOT_MAX_CLASSES
-    extra = K if onehot else 0
     shifts, spread = _class_shifts(X, inverse, K, decode)
     common = (counts / n) @ shifts
     shared = bool(np.all(np.abs(shifts - common) <= _SHARED_SHIFT_SPREADS * spread))
+    if kernel == _GPU_KERNEL:
+        shifts, sums, within = _scatter_on_device(X, inverse, counts, shifts, common, shared, decode)
+    else:
+        shifts, sums, within = _scatter_on_cpu(X, inverse, counts, shifts, common, shared, decode,
+                                               kernel)
+    return _two_sum(shifts, sums / counts[:, None]), within
+
+
+def _scatter_on_cpu(X, inverse, counts, shifts, common, shared, decode, kernel):
+    """:func:`_pooled_moments`' shifts, class sums and scatter (a partial's upper triangle)."""
+    p = X.shape[1]
+    K = counts.shape[0]
+    onehot = K <= _ONEHOT_MAX_CLASSES
+    extra = K if onehot else 0
     if shared:
         shifts = np.broadcast_to(common, (K, p))
         blocks = centred_blocks(X, common, extra, decode, kernel=kernel)
@@ -1099,7 +1112,29 @@ def _pooled_moments(X, inverse, counts, decode=None, kernel=PASS1_KERNEL):
                 else product[:p, p:]).T.copy()
     within = product.restricted(p) if isinstance(product, _UpperPanels) else product[:p, :p]
     _add_low_rank(within, p, sums.T / -counts, sums)
-    return _two_sum(shifts, sums / counts[:, None]), within
+    return shifts, sums, within
+
+
+def _scatter_on_device(X, inverse, counts, shifts, common, shared, decode):
+    """:func:`_pooled_moments`' shifts, class sums and scatter, the products on the GPU.
+
+    The scatter comes back in the CPU's partial layout (column panels from
+    ``_PANEL_MIN_WIDTH`` columns), so it merges as the CPU's does.
+    """
+    from . import gpu
+
+    p = X.shape[1]
+    if shared:
+        shifts = np.broadcast_to(common, shifts.shape)
+    if p >= _PANEL_MIN_WIDTH:
+        within = _UpperPanels(p)
+        blocks = [(j0, j1, within.starts[k]) for k, (j0, j1) in enumerate(within.bounds)]
+        sums, _ = gpu.class_sums_and_gram(X, inverse, counts, shifts, shared, decode is not None,
+                                          blocks, within.buffer)
+    else:
+        sums, within = gpu.class_sums_and_gram(X, inverse, counts, shifts, shared,
+                                               decode is not None)
+    return shifts, sums, within
 
 
 def _add_sorted_class_sums(sums, block, inverse):
@@ -1109,10 +1144,18 @@ def _add_sorted_class_sums(sums, block, inverse):
     sums[present] += np.add.reduceat(block[order], starts, axis=0)
 
 
-def _class_moments(X, inverse, counts, fourth, decode=None):
+def _class_moments(X, inverse, counts, fourth, decode=None, kernel=PASS1_KERNEL):
     """Means and per-class scatter (and co-moments) of one chunk, each class centred exactly."""
     order = np.argsort(inverse, kind="stable")
     stops = np.cumsum(counts)
+    if kernel == _GPU_KERNEL:
+        from . import gpu
+
+        means, residuals, m2, m21, m22 = gpu.class_moments(X, order, counts, fourth,
+                                                           decode is not None)
+        m2 = _symmetric(m2)
+        return (_two_sum(means, residuals), m2.sum(axis=0), m2,
+                m21 if fourth else None, _symmetric(m22) if fourth else None)
     p = X.shape[1]
     K = counts.shape[0]
     means = np.empty((K, p))

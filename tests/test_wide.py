@@ -10,6 +10,7 @@ import zarr
 from conftest import make_classes, offset_classes, one_error_line, two_pass, write_zarr
 
 import streamproj as sp
+from streamproj import gpu
 from streamproj import stats as stats_module
 from streamproj.cli import main
 from streamproj.errors import InputError, InvalidParameterError, SummaryMemoryError
@@ -134,17 +135,19 @@ def test_product_blocks_are_taller_below_the_panel_width_from_kernel_2():
     assert rows(10**6, 1002, kernel=1) == stats_module._MIN_BLOCK_ROWS == 1024
     assert rows(10**6, 102) == rows(10**6, 102, kernel=1) == stats_module._BLOCK_BYTES // 816
     assert rows(10**6, 2050) == rows(10**6, 2050, kernel=1) == 1024  # the panels: unchanged
-    with pytest.raises(ValueError, match="unknown pass-1 kernel 3"):
-        rows(10, 10, kernel=3)
+    with pytest.raises(ValueError, match="unknown pass-1 kernel 4"):
+        rows(10, 10, kernel=4)
     # refused before anything is read, as a parameter
-    with pytest.raises(InvalidParameterError, match=r"kernel=3: this streamproj sums pass 1 with kernel \[1, 2\]"):
-        accumulate(np.zeros((4, 2)), np.array([0, 0, 1, 1]), kernel=3)
+    with pytest.raises(InvalidParameterError,
+                       match=r"kernel=4: this streamproj sums pass 1 with kernel \[1, 2, 3\]"):
+        accumulate(np.zeros((4, 2)), np.array([0, 0, 1, 1]), kernel=4)
 
 
 def test_every_kernel_sums_exactly_and_each_reproduces_its_own_bits():
     X, y = offset_classes(6000, 150, 3, offset=1e5, seed=4)
     ref = two_pass(X, y)
-    got = {k: accumulate(X, y, chunk_rows=5000, kernel=k) for k in stats_module.PASS1_KERNELS}
+    with gpu.use_backend(np):  # kernel 3's device code, with numpy standing in for CuPy
+        got = {k: accumulate(X, y, chunk_rows=5000, kernel=k) for k in stats_module.PASS1_KERNELS}
     for stats in got.values():
         assert_close_to_reference(stats, ref)
     # the blocks differ (2,595 rows against 4,096), so the last bits do: a batch must be
@@ -303,7 +306,7 @@ def test_default_budget_is_a_fraction_of_this_machine():
     assert budget is None or budget > 2**20
 
 
-def test_pooled_summary_over_budget_is_refused_before_reading():
+def test_pooled_summary_over_budget_is_refused_before_reading(one_worker):
     X, y = make_classes(n=400, p=300, k=2, seed=2)
     # 300² float64 = 720 kB: a 500 kB budget cannot hold it
     with pytest.raises(SummaryMemoryError, match=r"'pooled' summary of 300 features .* "
