@@ -217,6 +217,19 @@ def test_cupy_pass_1_matches_the_reference_and_repeats_its_bits(p, k, dtype):
 
 
 @needs_gpu
+def test_cupy_takes_fortran_ordered_rows_and_wide_panels(monkeypatch):
+    # a DataFrame's values are column-major; panels of 3 columns with a ragged last one
+    small_panels(monkeypatch)
+    X, y = offset_classes(n=3000, p=7, k=3, offset=1e3, seed=14, separation=20.0)
+    X = np.asarray(X.astype(np.float32), order="F")
+    assert_exact(accumulate(X, y, chunk_rows=900, kernel=gpu.KERNEL), two_pass(X, y))
+    model = sp.BoundaryProjector().fit(X, y)
+    with gpu.using("cuda"):
+        Z = model.transform(X)
+    assert rel_err(Z, model.transform(X)) < 1e-12
+
+
+@needs_gpu
 @pytest.mark.parametrize("detail", ["per_class", "fourth"])
 def test_cupy_per_class_details_match_the_cpu(detail):
     X, y = offset_classes(n=4000, p=20, k=3, offset=1e3, seed=12, separation=10.0)
