@@ -464,7 +464,8 @@ def main(argv=None):
             plot.check_figure(args.output, args.out, args.model)
         # run takes its cluster from the config; info computes nothing
         scheduler = getattr(args, "scheduler", None) if args.command not in ("run", "info") else None
-        with jobs.dask_cluster(scheduler), gpu.using(getattr(args, "device", "cpu")):
+        # the device first: a missing GPU is refused before a cluster is reached
+        with gpu.using(getattr(args, "device", "cpu")), jobs.dask_cluster(scheduler):
             if args.json and args.command in ("plot", "demo"):
                 code = _as_json(args)
             else:

@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import InvalidParameterError as _SklearnPar
 from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
 from sklearn.utils.validation import _check_feature_names_in, validate_data
 
-from . import solvers, store
+from . import gpu, solvers, store
 from ._version import __version__
 from .errors import (
     IncompatibleStatsError,
@@ -676,6 +676,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         rows = self._apply_rows(X)
         if isinstance(rows, da.Array):
             Z = project_blocks(rows, self.center_, self.components_)
+        elif gpu.current_device() == "cuda":  # in memory too: the device chosen with gpu.using
+            gpu.check_device("cuda")
+            gpu.check_rows(rows.dtype)
+            Z = gpu.centred_product(rows, self.center_, self.components_)
         else:
             Z = np.subtract(rows, self.center_, dtype=np.float64) @ self.components_.T
         return self._wrap_output(Z, X)

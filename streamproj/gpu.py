@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DeviceError
+from .errors import DeviceError, InputError
 
 __all__ = [
     "DEVICES",
@@ -32,6 +32,7 @@ __all__ = [
     "backend",
     "centred_product",
     "check_device",
+    "check_rows",
     "class_moments",
     "class_sums_and_gram",
     "current_device",
@@ -66,6 +67,10 @@ def _lookup():
         return None, f"CuPy sees no GPU ({type(exc).__name__}: {exc})"
     if count < 1:
         return None, "CuPy sees no GPU"
+    try:  # a GPU without cuBLAS or a working driver fails here, not inside a task mid-pass
+        float((cupy.ones((2, 2)) @ cupy.ones((2, 2))).sum())
+    except Exception as exc:
+        return None, f"CuPy cannot compute on the GPU ({type(exc).__name__}: {exc})"
     return cupy, ""
 
 
@@ -120,12 +125,16 @@ def current_device():
 def using(device):
     """Run pass 1 and the projection on ``device`` ("cpu" or "cuda") within the block.
 
-    Like scikit-learn's ``config_context``: every call that names no device
-    (:func:`~streamproj.accumulate`, :class:`~streamproj.BoundaryProjector`'s
-    ``fit``, ``partial_fit`` and ``transform``, the jobs) takes this one. A
-    missing GPU is one :class:`~streamproj.errors.DeviceError` here, before any
-    row is read. The choice is made when a computation is built, so dask
-    workers get it with their tasks.
+    Every call that names no device (:func:`~streamproj.accumulate`,
+    :class:`~streamproj.BoundaryProjector`'s ``fit``, ``partial_fit`` and
+    ``transform``, the jobs) takes this one; ``decision_function``,
+    ``predict`` and ``predict_proba`` run on the CPU. A missing GPU is one
+    :class:`~streamproj.errors.DeviceError` here, before any row is read. The
+    choice is made when a computation is built, so dask's threads and
+    distributed workers get it with their tasks. It holds in the calling
+    thread (a context variable): threads and processes that the caller starts
+    itself, such as joblib's for scikit-learn's ``n_jobs``, do not inherit it
+    (unlike scikit-learn's ``config_context``), so enter it inside them.
 
     >>> import streamproj.gpu
     >>> with streamproj.gpu.using("cpu"):
@@ -145,14 +154,52 @@ def using(device):
 # (pass 1 at 300k x 1,000 float32: 0.50 s against 0.48; the projection 0.70 against 0.75).
 
 
+def check_rows(dtype, name="X"):
+    """Raise :class:`~streamproj.errors.InputError` unless rows of ``dtype`` can go to the GPU.
+
+    CuPy has no extended-precision floats (numpy's ``longdouble``), which the
+    CPU path takes; called before any row is read.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize > 8:
+        msg = (f"{name} holds {dtype} values, which a GPU cannot take: cast them to float64, "
+               "or run on the CPU (device='cpu')")
+        raise InputError(msg)
+
+
 def _to_device(xp, rows):
-    return xp.asarray(np.ascontiguousarray(rows))
+    check_rows(rows.dtype)
+    # CuPy copies the raw bytes of a non-native byte order (a Zarr v2 '>f4' array) without
+    # swapping them: silently wrong numbers. Swap on the host first.
+    native = rows.dtype.newbyteorder("=")
+    return xp.asarray(np.ascontiguousarray(rows, dtype=native))
+
+
+def _is_device_error(exc):
+    return type(exc).__module__.split(".")[0] in ("cupy", "cupy_backends", "cupyx")
+
+
+@contextmanager
+def _device_errors():
+    """CuPy's and CUDA's failures (out of memory, a lost device) as one clear DeviceError."""
+    try:
+        yield
+    except Exception as exc:
+        if not _is_device_error(exc):
+            raise
+        msg = f"the GPU failed: {type(exc).__name__}: {exc}"
+        if "OutOfMemory" in type(exc).__name__:
+            msg += "; give it fewer rows per chunk (--chunk-rows), or run on the CPU (--device cpu)"
+        raise DeviceError(msg) from exc
 
 
 def _to_host(xp, array, out=None):
     if xp is np:
         if out is None:
             return array
+        if out.shape != array.shape:  # CuPy's get(out=) refuses what numpy would broadcast
+            msg = f"device result of shape {array.shape} into a host buffer of shape {out.shape}"
+            raise ValueError(msg)
         out[...] = array
         return out
     return array.get(out=out) if out is not None else array.get()
@@ -206,7 +253,8 @@ def class_sums_and_gram(X, inverse, counts, shifts, shared, bfloat16=False, bloc
     xp = backend()
     if xp is None:
         check_device("cuda")
-    return _class_sums_and_gram(xp, X, inverse, counts, shifts, shared, bfloat16, blocks, out)
+    with _device_errors():
+        return _class_sums_and_gram(xp, X, inverse, counts, shifts, shared, bfloat16, blocks, out)
 
 
 def _class_sums_and_gram(xp, X, inverse, counts, shifts, shared, bfloat16, blocks, out):
@@ -254,7 +302,8 @@ def centred_product(block, center, matrix, bfloat16=False):
     xp = backend()
     if xp is None:
         check_device("cuda")
-    return _centred_product(xp, block, center, matrix, bfloat16)
+    with _device_errors():
+        return _centred_product(xp, block, center, matrix, bfloat16)
 
 
 def _centred_product(xp, block, center, matrix, bfloat16):
@@ -291,7 +340,8 @@ def class_moments(X, order, counts, fourth, bfloat16=False):
     xp = backend()
     if xp is None:
         check_device("cuda")
-    return _class_moments(xp, X, order, counts, fourth, bfloat16)
+    with _device_errors():
+        return _class_moments(xp, X, order, counts, fourth, bfloat16)
 
 
 def _class_moments(xp, X, order, counts, fourth, bfloat16):

@@ -669,7 +669,7 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     srcs[:] = _match_columns(srcs, old, model_path, record.meta.get("sources"))
     entries = [dict(e) for e in record.meta.get("sources", [])]
     evicted = record.meta.get("evicted_sources", [])
-    work, reports = [], []
+    work, reports, to_verify = [], [], []
     fix = "refit the model from its sources, or write new rows to a new source"
     for src in srcs:
         _check_features(src, old, model_path)
@@ -684,8 +684,7 @@ def _plan_update(model_path, srcs, verify, progress, clock):
         with clock("check"):
             start = ledger.held_rows(entry, src, f"model {model_path}", fix)
         if verify and entry:
-            with clock("verify"):
-                _verify_rows(old, src, entry, progress)
+            to_verify.append((src, entry))
         if start == src.n_rows:
             reports.append({"url": src.url, "status": "skipped", "rows_merged": 0,
                             "rows_skipped": start})
@@ -693,6 +692,13 @@ def _plan_update(model_path, srcs, verify, progress, clock):
         work.append((src, entry, start))
         reports.append({"url": src.url, "status": "grown" if start else "merged",
                         "rows_merged": src.n_rows - start, "rows_skipped": start})
+    # every batch's kernel known (and a GPU there for kernel 3) before any source is re-read
+    for src, entry in to_verify:
+        for batch in entry.get("batches", []):
+            _batch_kernel(batch, src)
+    for src, entry in to_verify:
+        with clock("verify"):
+            _verify_rows(old, src, entry, progress)
     # the listings before the rows are read (see ledger.record)
     listings = {id(src): ledger.stamp(src) for src, _, _ in work}
     return {"record": record, "summaries": summaries, "old": old, "entries": entries,

@@ -220,6 +220,8 @@ def summary_graph(X, y, detail="pooled", chunk_rows=None, row_offset=0, names=("
     if kernel == gpu.KERNEL:
         gpu.check_device("cuda", what=f"kernel={kernel} (pass 1 on a GPU)")
     X = as_dask_rows(X, chunk_rows, names[0])
+    if kernel == gpu.KERNEL:
+        gpu.check_rows(X.dtype, names[0])
     y = as_dask_labels(y, X.chunks[0], names)
     if X.shape[0] == 0:
         msg = f"{names[0]} has no rows"
@@ -331,6 +333,8 @@ def score_blocks(X, center, coefs, offsets, bfloat16=False, device=None):
     gpu.check_device(device)
     if bfloat16:
         check_bfloat16_rows(X.dtype)
+    if device == "cuda":
+        gpu.check_rows(X.dtype)
     coefs = np.asarray(coefs, dtype=np.float64)
     args = (np.asarray(center, dtype=np.float64), coefs, np.asarray(offsets, dtype=np.float64),
             bfloat16, device)
@@ -354,6 +358,8 @@ def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False
         raise InputError(msg)
     if bfloat16:
         check_bfloat16_rows(X.dtype, name)
+    if device == "cuda":
+        gpu.check_rows(X.dtype, name)
     return _by_rows(X, _project_block, (center, components, name, row_offset, bfloat16, device),
                     components.shape[0], "streamproj-project")
 

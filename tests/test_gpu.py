@@ -8,6 +8,7 @@ a real GPU through CuPy and skip, saying so, where there is none.
 
 import json
 
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
@@ -103,18 +104,89 @@ def test_a_bad_row_is_named_on_the_device_too(stand_in):
         accumulate(X, y, chunk_rows=100, kernel=gpu.KERNEL)
 
 
+def test_big_endian_rows_reach_the_device_swapped_and_sum_exactly(stand_in, tmp_path):
+    # CuPy copies a non-native byte order's raw bytes without swapping them (a Zarr v2
+    # '>f4' array): the numpy stand-in would hide it, so the hand-over itself is checked
+    X, y = offset_classes(n=900, p=6, k=3, offset=2e3, seed=15, separation=8.0)
+    big = X.astype(">f4")
+    handed = gpu._to_device(np, big[:5])
+    assert handed.dtype.isnative
+    assert np.array_equal(handed, X.astype(np.float32)[:5])
+    assert_exact(accumulate(big, y, chunk_rows=250, kernel=gpu.KERNEL),
+                 two_pass(X.astype(np.float32), y))
+    model = sp.BoundaryProjector(chunk_rows=250).fit(X.astype(np.float32), y)
+    with gpu.using("cuda"):
+        Z = model.transform(big)
+    assert rel_err(Z, model.transform(X.astype(np.float32))) < 1e-12
+
+
+def test_rows_a_gpu_cannot_take_are_refused_before_reading(stand_in):
+    X, y = offset_classes(n=60, p=3, k=2, offset=0.0, seed=16)
+    wide = X.astype(np.longdouble)
+    with pytest.raises(sp.InputError, match="X holds float128 values, which a GPU cannot take"):
+        accumulate(wide, y, kernel=gpu.KERNEL)
+    model = sp.BoundaryProjector().fit(X, y)
+    with pytest.raises(sp.InputError, match="which a GPU cannot take"):
+        sp.passes.project_blocks(sp.validation.as_dask_rows(wide), model.center_,
+                                 model.components_, device="cuda")
+    with gpu.using("cuda"), pytest.raises(sp.InputError, match="which a GPU cannot take"):
+        model.transform(wide)
+    assert model.transform(wide).shape == (60, model.components_.shape[0])  # the CPU takes them
+
+
+class OutOfMemoryError(Exception):
+    """Stands for CuPy's (its module is what marks an error as the GPU's)."""
+
+
+OutOfMemoryError.__module__ = "cupy.cuda.memory"
+
+
+def test_a_gpu_failure_mid_pass_is_one_line_and_writes_nothing(stand_in, tmp_path, capsys,
+                                                                monkeypatch):
+    X, y = offset_classes(n=400, p=4, k=2, offset=0.0, seed=17)
+    write_zarr(tmp_path / "in.zarr", X, y, chunk_rows=150)
+
+    def fail(*_args):
+        msg = "out of memory allocating 1,073,741,824 bytes"
+        raise OutOfMemoryError(msg)
+
+    monkeypatch.setattr(gpu, "_class_sums_and_gram", fail)
+    monkeypatch.setattr(gpu, "_centred_product", fail)
+    assert main(["fit", str(tmp_path / "in.zarr"), "--model", str(tmp_path / "m"),
+                 "--device", "cuda"]) == 2
+    line = one_error_line(capsys)
+    assert "the GPU failed: OutOfMemoryError: out of memory allocating" in line
+    assert "--chunk-rows" in line
+    assert not (tmp_path / "m").exists()
+    assert main(["fit", str(tmp_path / "in.zarr"), "--model", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "in.zarr"), "--output",
+                 str(tmp_path / "out.zarr"), "--device", "cuda"]) == 2
+    assert "the GPU failed: OutOfMemoryError" in one_error_line(capsys)
+    assert not (tmp_path / "out.zarr").exists()
+    other = "not the GPU's"
+    with pytest.raises(ValueError, match=other), gpu._device_errors():  # passed through as it is
+        raise ValueError(other)
+
+
 def test_the_device_kernel_is_the_devices_default_and_the_estimators(stand_in, monkeypatch):
     monkeypatch.setattr(gpu, "_DEVICE_BLOCK_BYTES", 8 * 5 * 64)  # another order than the CPU's
     X, y = offset_classes(n=1200, p=5, k=3, offset=100.0, seed=8, separation=5.0)
+    calls = []
+    real = gpu._centred_product
+    monkeypatch.setattr(gpu, "_centred_product", lambda *a: calls.append(1) or real(*a))
     with gpu.using("cuda"):
         on_device = sp.BoundaryProjector(chunk_rows=500).fit(X, y)
-        Z = on_device.transform(X)
+        Z = on_device.transform(X)  # rows in memory go to the device too
+        lazy = on_device.transform(da.from_array(X, chunks=500)).compute()
+    assert len(calls) == 1 + 3  # one call in memory, one per dask chunk
     on_cpu = sp.BoundaryProjector(chunk_rows=500).fit(X, y)
     assert on_device.stats_.fingerprint() == accumulate(X, y, chunk_rows=500,
                                                         kernel=gpu.KERNEL).fingerprint()
     assert on_device.stats_.fingerprint() != on_cpu.stats_.fingerprint()  # another order
     assert rel_err(on_device.components_, on_cpu.components_) < 1e-10
     assert rel_err(Z, on_cpu.transform(X)) < 1e-10
+    assert rel_err(lazy, on_cpu.transform(X)) < 1e-10
     assert gpu.current_device() == "cpu"  # the block's choice ends with it
 
 
@@ -174,7 +246,8 @@ def _batches(model_dir):
     return path, json.loads(path.read_text())
 
 
-def test_the_ledger_records_device_batches_and_verify_sums_them_there(tmp_path, capsys):
+def test_the_ledger_records_device_batches_and_verify_sums_them_there(tmp_path, capsys,
+                                                                       monkeypatch):
     X, y = offset_classes(n=3000, p=5, k=2, offset=40.0, seed=3)
     write_zarr(tmp_path / "a.zarr", X[:2000].astype(np.float32), y[:2000], chunk_rows=700)
     write_zarr(tmp_path / "b.zarr", X[2000:].astype(np.float32), y[2000:], chunk_rows=700)
@@ -196,11 +269,37 @@ def test_the_ledger_records_device_batches_and_verify_sums_them_there(tmp_path, 
         assert "a.zarr/X" in line
         assert "have changed since" in line
         assert "summed on a GPU" in line
-    # where no GPU is, a GPU batch cannot be summed again: said, before any row is read
+    # where no GPU is, a GPU batch cannot be summed again: said before any row is read, the
+    # CPU's batches of another source given first included
+    X2, y2 = offset_classes(n=1000, p=5, k=2, offset=40.0, seed=19)
+    write_zarr(tmp_path / "c.zarr", X2.astype(np.float32), y2, chunk_rows=700)
+    second = str(tmp_path / "m2")  # the CPU's batches (b) come before the GPU's (c) in order
+    assert main(["fit", str(tmp_path / "b.zarr"), "--model", second]) == 0
+    with gpu.use_backend(np):
+        assert main(["update", second, str(tmp_path / "c.zarr"), "--device", "cuda"]) == 0
+    capsys.readouterr()
     with gpu.use_backend(None):
-        assert main(["update", model, str(tmp_path / "a.zarr"), "--verify"]) == 2
-        line = one_error_line(capsys)
-        assert "a.zarr/X were summed on a GPU (pass-1 kernel 3): verifying them needs a GPU" in line
+        read = []
+        real = jobs.accumulate
+        monkeypatch.setattr(jobs, "accumulate", lambda *a, **k: read.append(1) or real(*a, **k))
+        for m, given, gpu_source in ((model, ["a.zarr"], "a.zarr"),
+                                     (second, ["b.zarr", "c.zarr"], "c.zarr")):
+            assert main(["update", m, *(str(tmp_path / g) for g in given), "--verify"]) == 2
+            line = one_error_line(capsys)
+            assert (f"{gpu_source}/X were summed on a GPU (pass-1 kernel 3): verifying them "
+                    "needs a GPU") in line
+        assert read == []  # not even the CPU's batches of b were read again
+
+
+def test_the_device_is_refused_before_a_cluster_is_reached(no_gpu, tmp_path, capsys, monkeypatch):
+    X, y = offset_classes(n=100, p=3, k=2, offset=0.0, seed=18)
+    write_zarr(tmp_path / "in.zarr", X, y)
+    reached = []
+    monkeypatch.setattr(jobs, "dask_cluster", lambda address: reached.append(address))
+    assert main(["fit", str(tmp_path / "in.zarr"), "--model", str(tmp_path / "m"), "--device",
+                 "cuda", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "needs a GPU that CuPy can use" in one_error_line(capsys)
+    assert reached == []
 
 
 # --------------------------------------------------------------- a real GPU
@@ -224,9 +323,15 @@ def test_cupy_takes_fortran_ordered_rows_and_wide_panels(monkeypatch):
     X = np.asarray(X.astype(np.float32), order="F")
     assert_exact(accumulate(X, y, chunk_rows=900, kernel=gpu.KERNEL), two_pass(X, y))
     model = sp.BoundaryProjector().fit(X, y)
+    calls = []
+    real = gpu._centred_product
+    monkeypatch.setattr(gpu, "_centred_product", lambda *a: calls.append(1) or real(*a))
     with gpu.using("cuda"):
         Z = model.transform(X)
+        lazy = model.transform(da.from_array(X, chunks=(700, 7))).compute()
+    assert len(calls) == 1 + 5  # the device did the work, in memory and chunk by chunk
     assert rel_err(Z, model.transform(X)) < 1e-12
+    assert rel_err(lazy, model.transform(X)) < 1e-12
 
 
 @needs_gpu
