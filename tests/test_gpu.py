@@ -221,6 +221,26 @@ def test_asking_for_a_gpu_where_there_is_none_is_one_clear_error(no_gpu):
                                  device="cuda")
 
 
+def test_a_gpu_that_cannot_multiply_is_found_at_lookup_not_mid_pass(monkeypatch):
+    # CuPy installed without the CUDA libraries sees the GPU but fails at its first product
+    import sys
+    import types
+
+    class Rows:
+        def __matmul__(self, other):
+            msg = "libcublas.so.12: cannot open shared object file"
+            raise ImportError(msg)
+
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1)),
+        ones=lambda shape: Rows())
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    module, why = gpu._lookup()
+    assert module is None
+    assert why == ("CuPy cannot compute on the GPU (ImportError: libcublas.so.12: cannot open "
+                   "shared object file)")
+
+
 def test_the_command_refuses_a_missing_gpu_before_reading_anything(no_gpu, tmp_path, capsys):
     X, y = offset_classes(n=200, p=3, k=2, offset=0.0, seed=2)
     write_zarr(tmp_path / "in.zarr", X, y)
