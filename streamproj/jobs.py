@@ -7,12 +7,13 @@ inputs, :mod:`streamproj.ledger` to know which rows are new,
 the command line stays a thin parser around these functions. Every job
 returns a JSON-ready report (``--json`` prints it).
 
-The model keeps one summary per source (``summaries.npz`` beside its
-``stats.npz``): O(sources × (p² + K·p)) floats with the default pooled
-scatter, O(sources × K·p²) with per-class scatter — at p = 100 and two classes
-about 80 kB per source, read and rewritten by each update. That is what makes
-``forget`` and sliding windows exact: the remaining summaries are merged
-again (never subtracted).
+The model keeps one summary per source (a file each in its version's
+``summaries/``, beside ``stats.npz``): O(sources × (p² + K·p)) floats on disk
+with the default pooled scatter, O(sources × K·p²) with per-class scatter (at
+p = 1,000, 8 MB a source). An update reads only the summaries of the sources
+it grows, and links those it leaves as they were into the new version. That is
+what makes ``forget`` and sliding windows exact: the remaining summaries are
+merged again (never subtracted); those jobs read them all.
 """
 
 import contextlib
@@ -752,7 +753,8 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
             new.fit_stats(_remaining(kept, summaries, model_path))
         else:
             new.partial_fit_stats(_merge_all(batches))
-    summaries = {e["id"]: summaries[e["id"]] for e in kept if e.get("id") in summaries}
+    # nothing read: those of sources left as they were are linked into the new version
+    summaries = summaries.only(e["id"] for e in kept if e.get("id") in summaries)
     added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
     drift = _drift(old, new)
     history = [*meta.get("history", []), {
@@ -883,7 +885,7 @@ def forget_sources(model_path, patterns):
                                          **_feature_meta(new, meta, []),
                                          **_evicted_meta(meta, gone)}),
                 base=record.version,
-                summaries={e["id"]: summaries[e["id"]] for e in kept})
+                summaries=summaries.only(e["id"] for e in kept))
     return {"command": "forget", "status": "forgotten", "model": str(model_path), "version": version,
             "sources": [{"url": e["url"], "status": "forgotten", "rows_removed": e["rows"]} for e in gone],
             "rows_removed": int(sum(e["rows"] for e in gone)), "n_samples": new.stats_.n_samples,
@@ -913,7 +915,8 @@ def merge_models(model_path, others):
     loaded = []
     for other in others:
         record, summaries = _read(other)
-        loaded.append((other, record.meta, record.stats, summaries))
+        # read now, not later: this job holds no lock of the other models
+        loaded.append((other, record.meta, record.stats, dict(summaries.items())))
     with store.model_lock(model_path):
         record, summaries = _read(model_path)
         meta, stats = record.meta, record.stats

@@ -10,11 +10,15 @@ What is atomic where
         model.json       parameters, classes, identity, sources merged, history
         stats.npz        the mergeable ClassStats
         solution.npz     components, center, coef, intercept
+        summaries/       one NPZ per source of the ledger (``s000001.npz``, …): its own
+                         ClassStats, read only when a job needs that source's
 
 A new version is written completely into a hidden staging folder, renamed to
 ``vNNNNNN`` and only then named by ``CURRENT`` (replaced with ``os.replace``,
 atomic), so a reader or a job killed at any point sees the old model or the
-new one. Writers hold the lock file ``.MODEL.lock`` beside the model's real
+new one. A source's summary that a new version keeps unchanged is hard-linked
+from the version before (copied where the file system has no hard links): a
+nightly update writes its new source's summary, not every source's again. Writers hold the lock file ``.MODEL.lock`` beside the model's real
 path (symlinks resolved) from before they read ``CURRENT`` until they are
 done, and delete it on release. A model written for the first time is built
 in a hidden sibling and renamed into place.
@@ -46,6 +50,7 @@ lock files) are removed by the next writer of the same model or output, never
 those of a writer that is still alive.
 """
 
+import collections.abc
 import contextlib
 import datetime as _dt
 import errno
@@ -60,6 +65,7 @@ import stat
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 import warnings
 import weakref
@@ -78,6 +84,7 @@ __all__ = [
     "MODEL_FORMAT",
     "OUTPUT_NODES",
     "PROJECTION_NAMES",
+    "Summaries",
     "check_disjoint",
     "check_ledger",
     "check_writable_location",
@@ -1392,23 +1399,56 @@ def _summaries_bytes(summaries):
                        for name, arr in stats.to_arrays().items()})
 
 
-def _version_files(meta, stats, solution, summaries=None):
-    """The files of a model version, as bytes (``summaries.npz`` only when given)."""
+def _version_files(meta, stats, solution):
+    """The files of a model version but its per-source summaries, as bytes."""
     meta = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, **meta}
-    files = {"model.json": json.dumps(meta, indent=2, default=_json_default).encode(),
-             "stats.npz": _npz_bytes(stats.to_arrays()), "solution.npz": _npz_bytes(solution)}
-    if summaries is not None:
-        files["summaries.npz"] = _summaries_bytes(summaries)
-    return files
+    return {"model.json": json.dumps(meta, indent=2, default=_json_default).encode(),
+            "stats.npz": _npz_bytes(stats.to_arrays()), "solution.npz": _npz_bytes(solution)}
+
+
+def _write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _write_version(folder, meta, stats, solution, summaries=None):
     os.mkdir(folder)  # mode 0o777 less the umask, like every other folder the user makes
-    for name, data in _version_files(meta, stats, solution, summaries).items():
-        with open(folder / name, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    for name, data in _version_files(meta, stats, solution).items():
+        _write_file(folder / name, data)
+    if summaries is not None:
+        _write_summaries(folder / _SUMMARIES, summaries)
+    _fsync(folder)
+
+
+# A local version's per-source summaries: one NPZ per source id (quoted into a file name).
+_SUMMARIES = "summaries"
+
+
+def _summary_name(sid):
+    return urllib.parse.quote(str(sid), safe="") + ".npz"
+
+
+def _write_summaries(folder, summaries):
+    """One file per source in ``folder``; those unchanged since the version read are linked.
+
+    A hard link is a second name for the same bytes, which are never changed in
+    place, only unlinked with their version; so the new version is complete by
+    itself, and pruning the old one leaves it whole.
+    """
+    os.mkdir(folder)
+    for sid in summaries:
+        target = folder / _summary_name(sid)
+        kept = summaries.unchanged_file(sid) if isinstance(summaries, Summaries) else None
+        if kept is not None:
+            try:
+                os.link(kept, target)
+                continue
+            except OSError:  # no hard links here (or another device): copy the bytes
+                _write_file(target, Path(kept).read_bytes())
+                continue
+        _write_file(target, _npz_bytes(summaries[sid].to_arrays()))
     _fsync(folder)
 
 
@@ -1481,8 +1521,11 @@ def write_model(path, meta, stats, solution, base=None, summaries=None):
 
     The caller holds :func:`model_lock`. ``base``: the version the new one was
     derived from; if ``CURRENT`` names another by now, nothing is written.
-    ``summaries``: one ClassStats per source id of the ledger, stored beside
-    the model's own summary in ``summaries.npz`` (same version, same commit).
+    ``summaries``: one ClassStats per source id of the ledger (a mapping; a
+    :class:`Summaries` read from this model links the files of those it did
+    not change), stored beside the model's own summary (same version, same
+    commit): locally one file per source, on an object store one
+    ``summaries.npz``.
     """
     if not is_local(path):
         return _write_remote_model(path, meta, stats, solution, base, summaries)
@@ -1579,7 +1622,10 @@ def _write_remote_model(url, meta, stats, solution, base, summaries=None):
         names = [e.rstrip("/").rsplit("/", 1)[-1] for e in (fs.ls(root, detail=False) if current else [])]
         number = max([_version_number(n) for n in names] + [0]) + 1
         name = f"v{number:06d}"
-        for file, data in _version_files(meta, stats, solution, summaries).items():
+        files = _version_files(meta, stats, solution)
+        if summaries is not None:  # objects have no links: one NPZ of every source's summary
+            files["summaries.npz"] = _summaries_bytes(summaries)
+        for file, data in files.items():
             fs.pipe_file(f"{root}/{name}/{file}", data)
         if _remote_current(fs, root) != current:
             fs.rm(f"{root}/{name}", recursive=True)
@@ -1764,27 +1810,118 @@ def read_record(path):
 
 
 def read_summaries(path, version=None):
-    """The per-source summaries of a model's live version: ``{source id: ClassStats}``.
+    """The per-source summaries of a model's live version, as :class:`Summaries`.
 
-    Models written before per-source summaries existed give an empty dict.
-    ``version``: refuse (ModelError) when the live version is another one.
+    A local version's summaries are read one by one as a job asks for them
+    (an update of new sources reads none); an object store's, and a version
+    written before they had a file each, at once. Models written before
+    per-source summaries existed give an empty mapping. ``version``: refuse
+    (ModelError) when the live version is another one.
     """
-    current, files = _model_files(path, names=("summaries.npz",), optional=("summaries.npz",))
+    current, _ = _model_files(path, names=())
     if version is not None and current != version:
         msg = f"model {path} moved to version {current} while this job read {version}; rerun the job"
         raise ModelError(msg)
+    where = f"{str(path).rstrip('/')}/{current}"
+    if is_local(path):
+        folder = _local_path(path) / current / _SUMMARIES
+        if folder.is_dir():
+            files = {}
+            for item in sorted(folder.iterdir()):
+                if item.name.endswith(".npz"):
+                    files[urllib.parse.unquote(item.name[:-4])] = item
+            return Summaries(files, where)
+    _, files = _model_files(path, names=("summaries.npz",), optional=("summaries.npz",))
+    summaries = Summaries(where=where)
     if "summaries.npz" not in files:
-        return {}
-    where = f"{str(path).rstrip('/')}/{current}/summaries.npz"
+        return summaries
     grouped: dict[str, dict[str, np.ndarray]] = {}
-    for key, arr in _npz(files["summaries.npz"], where).items():
+    for key, arr in _npz(files["summaries.npz"], f"{where}/summaries.npz").items():
         sid, _, name = key.partition("__")
         grouped.setdefault(sid, {})[name] = arr
+    for sid, arrays in grouped.items():
+        summaries[sid] = _summary_of(arrays, f"{where}/summaries.npz")
+    return summaries
+
+
+def _summary_of(arrays, where):
     try:
-        return {sid: ClassStats.from_arrays(arrays) for sid, arrays in grouped.items()}
+        return ClassStats.from_arrays(arrays)
     except (StreamprojError, KeyError, ValueError) as exc:
         msg = f"{where} is damaged: {_short(exc)}"
         raise ModelError(msg) from None
+
+
+class Summaries(collections.abc.MutableMapping):
+    """A model's per-source summaries, ``{source id: ClassStats}``, each read when first asked for.
+
+    What :func:`read_summaries` gives and :func:`write_model` takes: those
+    read from a file and not replaced since are linked into the next version,
+    not written again (:meth:`unchanged_file`).
+
+    Parameters
+    ----------
+    files : dict of str to Path, optional
+        The file of each source's summary.
+    where : str
+        The version, for error messages.
+    """
+
+    def __init__(self, files=None, where="the model"):
+        self._files = dict(files or {})
+        self._values: dict[str, ClassStats] = {}
+        self._where = where
+
+    def __getitem__(self, sid):
+        if sid not in self._values:
+            path = self._files[sid]  # KeyError for a source it does not hold
+            where = f"{self._where}/{_SUMMARIES}/{path.name}"
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                msg = (f"{where} is gone: a newer version of the model replaced this one while "
+                       "the job read it; rerun the job")
+                raise ModelError(msg) from None
+            except OSError as exc:
+                msg = f"cannot read {where}: {_short(exc)}"
+                raise ModelError(msg) from None
+            self._values[sid] = _summary_of(_npz(data, where), where)
+        return self._values[sid]
+
+    def __setitem__(self, sid, stats):
+        self._files.pop(sid, None)
+        self._values[sid] = stats
+
+    def __delitem__(self, sid):
+        if sid not in self:
+            raise KeyError(sid)
+        self._files.pop(sid, None)
+        self._values.pop(sid, None)
+
+    def __contains__(self, sid):
+        return sid in self._files or sid in self._values
+
+    def __iter__(self):
+        return iter(dict.fromkeys([*self._files, *self._values]))
+
+    def __len__(self):
+        return len(self._files.keys() | self._values.keys())
+
+    def unchanged_file(self, sid):
+        """The file ``sid``'s summary was read from, if it was not replaced since; else None."""
+        return self._files.get(sid)
+
+    def only(self, sids):
+        """The same summaries (nothing read) of the given source ids that it holds, in that order."""
+        out = Summaries(where=self._where)
+        for sid in sids:
+            if sid in self._files:
+                out._files[sid] = self._files[sid]
+                if sid in self._values:
+                    out._values[sid] = self._values[sid]
+            elif sid in self._values:
+                out._values[sid] = self._values[sid]
+        return out
 
 
 # ------------------------------------------------------- output frames

@@ -1,7 +1,7 @@
 """Fault injection at every commit step of model and output writes.
 
-A kill (``os._exit``) right after each rename/replace/exchange/removal that
-:mod:`streamproj.store` performs, and a full disk (ENOSPC) at each file write.
+A kill (``os._exit``) right after each rename/replace/exchange/removal (and each
+hard link of a kept summary) that :mod:`streamproj.store` performs, and a full disk (ENOSPC) at each file write.
 After each fault the old model or output is intact (or, between the two renames
 of a replacement, restored by the next run), and rerunning the command succeeds
 with the right result and no leftovers.
@@ -38,7 +38,7 @@ def step(fn):
         return out
     return inner
 proxy = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
-proxy.rename, proxy.replace = step(os.rename), step(os.replace)
+proxy.rename, proxy.replace, proxy.link = step(os.rename), step(os.replace), step(os.link)
 store.os = proxy
 store._remove = step(store._remove)
 store._exchange = (lambda src, dest: False) if NO_EXCHANGE else step(store._exchange)
@@ -117,7 +117,7 @@ def count_steps(argv, no_exchange=False):
         return inner
 
     proxy = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
-    proxy.rename, proxy.replace = step(os.rename), step(os.replace)
+    proxy.rename, proxy.replace, proxy.link = step(os.rename), step(os.replace), step(os.link)
     saved = store.os, store._remove, store._exchange
     store.os, store._remove = proxy, step(store._remove)
     store._exchange = (lambda src, dest: False) if no_exchange else step(store._exchange)

@@ -491,3 +491,103 @@ def test_rows_of_no_source_are_never_dropped_silently(days):
     with pytest.raises(sp.errors.ModelError, match="which its window"):
         jobs.update_model(d / "py", d / "day-3.zarr", keep_last=1)
     assert_fit_on(d / "py", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
+
+
+# ------------------------------------------------------- per-source summary files
+def _summary_files(model_dir):
+    """``{version: {file name: os.stat}}`` of each version's per-source summaries."""
+    return {v.name: {f.name: f.stat() for f in sorted((v / "summaries").iterdir())}
+            for v in sorted(model_dir.glob("v*"))}
+
+
+def _count_summary_reads(monkeypatch):
+    reads = []
+    real = store._summary_of
+    monkeypatch.setattr(store, "_summary_of",
+                        lambda arrays, where: reads.append(where) or real(arrays, where))
+    return reads
+
+
+def test_an_update_links_the_summaries_it_keeps_and_reads_none_of_them(days, monkeypatch):
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    before = _summary_files(d / "m")["v000001"]
+    assert sorted(before) == ["s000001.npz", "s000002.npz"]
+    reads = _count_summary_reads(monkeypatch)
+    jobs.update_model(d / "m", d / "day-2.zarr")  # a new source: no summary read
+    assert reads == []
+    jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    assert reads == []
+    files = _summary_files(d / "m")
+    assert sorted(files) == ["v000002", "v000003"]  # v000001 pruned; its files live on
+    for name, st in before.items():  # the same bytes, never written again
+        assert files["v000003"][name].st_ino == st.st_ino
+        assert files["v000003"][name].st_nlink == 2  # v000002's name and v000003's
+    assert_fit_on(d / "m", X, y)
+    # a grown source: its own summary is read (and written anew), no other
+    g = zarr.open_group(str(d / "day-4.zarr"), mode="a")
+    g["X"].resize((400, 5))
+    g["y"].resize((400,))
+    g["X"][300:], g["y"][300:] = X[:100], y[:100]
+    jobs.update_model(d / "m", d / "day-4.zarr")
+    assert len(reads) == 1
+    assert reads[0].endswith("/summaries/s000005.npz")
+    latest = _summary_files(d / "m")["v000004"]
+    assert latest["s000005.npz"].st_ino != files["v000003"]["s000005.npz"].st_ino
+    assert latest["s000001.npz"].st_ino == before["s000001.npz"].st_ino
+    # forget reads the rest and equals a fit on them; merged summaries stay exact
+    jobs.forget_sources(d / "m", d / "day-4.zarr")
+    assert_fit_on(d / "m", X[rows(0, 1, 2, 3)], y[rows(0, 1, 2, 3)])
+    assert jobs.model_info(d / "m")["per_source_summaries"] == 4
+
+
+def test_summaries_are_copied_where_the_file_system_has_no_hard_links(days, monkeypatch):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+
+    def no_links(*_args):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(store.os, "link", no_links)
+    jobs.update_model(d / "m", d / "day-1.zarr")
+    files = _summary_files(d / "m")
+    old, new = files["v000001"]["s000001.npz"], files["v000002"]["s000001.npz"]
+    assert old.st_ino != new.st_ino
+    assert new.st_nlink == 1
+    assert ((d / "m/v000001/summaries/s000001.npz").read_bytes()
+            == (d / "m/v000002/summaries/s000001.npz").read_bytes())
+    jobs.forget_sources(d / "m", d / "day-1.zarr")
+    assert_fit_on(d / "m", X[rows(0)], y[rows(0)])
+
+
+def test_a_model_with_one_summaries_file_is_read_and_written_a_file_a_source(days):
+    # versions written before this layout keep every source's summary in summaries.npz
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    version = d / "m" / "v000001"
+    summaries = dict(store.read_summaries(d / "m").items())
+    (version / "summaries.npz").write_bytes(bytes(store._summaries_bytes(summaries)))
+    shutil.rmtree(version / "summaries")
+    held = store.read_summaries(d / "m")
+    assert sorted(held) == ["s000001", "s000002"]
+    assert held["s000001"].fingerprint() == summaries["s000001"].fingerprint()
+    jobs.update_model(d / "m", d / "day-2.zarr")
+    assert sorted(p.name for p in (d / "m/v000002/summaries").iterdir()) == [
+        "s000001.npz", "s000002.npz", "s000003.npz"]
+    jobs.forget_sources(d / "m", d / "day-0.zarr")
+    assert_fit_on(d / "m", X[rows(1, 2)], y[rows(1, 2)])
+
+
+def test_a_damaged_summary_file_is_one_line_when_it_is_needed(days, capsys):
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    damaged = d / "m" / "v000001" / "summaries" / "s000001.npz"
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    assert main(["update", str(d / "m"), str(d / "day-2.zarr")]) == 0  # not needed: not read
+    capsys.readouterr()
+    before = sorted(p.name for p in (d / "m").iterdir())
+    assert main(["forget", str(d / "m"), str(d / "day-1.zarr")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "v000002/summaries/s000001.npz is damaged" in err[0]
+    assert sorted(p.name for p in (d / "m").iterdir()) == before
