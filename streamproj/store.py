@@ -1426,8 +1426,36 @@ def _write_version(folder, meta, stats, solution, summaries=None):
 _SUMMARIES = "summaries"
 
 
+# Ids whose quoted names would be longer are stored under a hash (file systems cap names
+# at 255 bytes), and the version's ``long-ids.json`` says whose file each is.
+_MAX_NAME = 160
+_LONG_IDS = "long-ids.json"
+
+
 def _summary_name(sid):
-    return urllib.parse.quote(str(sid), safe="") + ".npz"
+    """The file name of a source id's summary.
+
+    The id quoted, capitals quoted too (no two ids share a name on a
+    case-insensitive file system); ids too long for that, by their hash.
+    """
+    quoted = "".join(f"%{ord(c):02X}" if "A" <= c <= "Z" else urllib.parse.quote(c, safe="")
+                     for c in str(sid))
+    if len(quoted) > _MAX_NAME:
+        return "%%" + hashlib.sha256(str(sid).encode()).hexdigest() + ".npz"
+    return quoted + ".npz"
+
+
+def _new_file(path, data):
+    """Write ``data`` to a new file at ``path``: never through a name that exists (or links)."""
+    with open(path, "xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# os.link's refusals that mean "no hard links here": copy the bytes instead
+_NO_LINKS = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS,
+             errno.EACCES}
 
 
 def _write_summaries(folder, summaries):
@@ -1438,17 +1466,25 @@ def _write_summaries(folder, summaries):
     itself, and pruning the old one leaves it whole.
     """
     os.mkdir(folder)
+    long_ids = {}
     for sid in summaries:
-        target = folder / _summary_name(sid)
+        name = _summary_name(sid)
+        if name.startswith("%%"):
+            long_ids[name] = str(sid)
+        target = folder / name
         kept = summaries.unchanged_file(sid) if isinstance(summaries, Summaries) else None
         if kept is not None:
             try:
                 os.link(kept, target)
                 continue
-            except OSError:  # no hard links here (or another device): copy the bytes
-                _write_file(target, Path(kept).read_bytes())
-                continue
-        _write_file(target, _npz_bytes(summaries[sid].to_arrays()))
+            except OSError as exc:
+                if exc.errno not in _NO_LINKS:
+                    raise
+            _new_file(target, Path(kept).read_bytes())  # no hard links here: copy the bytes
+            continue
+        _new_file(target, _npz_bytes(summaries[sid].to_arrays()))
+    if long_ids:
+        _new_file(folder / _LONG_IDS, json.dumps(long_ids).encode())
     _fsync(folder)
 
 
@@ -1824,19 +1860,69 @@ def read_summaries(path, version=None):
         raise ModelError(msg)
     where = f"{str(path).rstrip('/')}/{current}"
     if is_local(path):
-        folder = _local_path(path) / current / _SUMMARIES
-        if folder.is_dir():
-            files = {}
-            for item in sorted(folder.iterdir()):
-                if item.name.endswith(".npz"):
-                    files[urllib.parse.unquote(item.name[:-4])] = item
-            return Summaries(files, where)
+        return _local_summaries(path, current, where)
     _, files = _model_files(path, names=("summaries.npz",), optional=("summaries.npz",))
+    return _summaries_of_npz(files.get("summaries.npz"), where)
+
+
+def _local_summaries(path, current, where):
+    """:func:`read_summaries` of local version ``current``, refusing one replaced meanwhile.
+
+    Writers hold the model's lock; a reader that does not (``info``, a merge's
+    other models) may find the version pruned by two updates while it lists it.
+    """
+    model = _local_path(path)
+    version = model / current
+
+    def moved():
+        msg = (f"model {path} moved on from version {current} while this job read it; "
+               "rerun the job")
+        return ModelError(msg)
+
+    try:
+        names = sorted(os.listdir(version / _SUMMARIES))
+    except FileNotFoundError:
+        names = None
+    except OSError as exc:
+        msg = f"cannot read {where}/{_SUMMARIES}: {_short(exc)}"
+        raise ModelError(msg) from None
+    if names is None:  # a version written before a file per source, or none at all
+        try:
+            data = (version / "summaries.npz").read_bytes()
+        except FileNotFoundError:
+            if not version.is_dir():
+                raise moved() from None
+            data = None
+        summaries = _summaries_of_npz(data, where)
+    else:
+        long_ids = {}
+        if _LONG_IDS in names:
+            try:
+                long_ids = json.loads((version / _SUMMARIES / _LONG_IDS).read_bytes())
+            except FileNotFoundError:
+                raise moved() from None
+            except (OSError, ValueError) as exc:
+                msg = f"{where}/{_SUMMARIES}/{_LONG_IDS} is damaged: {_short(exc)}"
+                raise ModelError(msg) from None
+        files = {}
+        for name in names:
+            if name.endswith(".npz"):
+                sid = long_ids.get(name) or urllib.parse.unquote(name[:-4])
+                files[sid] = version / _SUMMARIES / name
+        summaries = Summaries(files, where)
+    # another version made current meanwhile: this one may be pruned, its listing partial
+    if _current_version(model) != current:
+        raise moved()
+    return summaries
+
+
+def _summaries_of_npz(data, where):
+    """The :class:`Summaries` held in one ``summaries.npz`` (None: none held)."""
     summaries = Summaries(where=where)
-    if "summaries.npz" not in files:
+    if data is None:
         return summaries
     grouped: dict[str, dict[str, np.ndarray]] = {}
-    for key, arr in _npz(files["summaries.npz"], f"{where}/summaries.npz").items():
+    for key, arr in _npz(data, f"{where}/summaries.npz").items():
         sid, _, name = key.partition("__")
         grouped.setdefault(sid, {})[name] = arr
     for sid, arrays in grouped.items():

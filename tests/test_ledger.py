@@ -591,3 +591,57 @@ def test_a_damaged_summary_file_is_one_line_when_it_is_needed(days, capsys):
     assert len(err) == 1
     assert "v000002/summaries/s000001.npz is damaged" in err[0]
     assert sorted(p.name for p in (d / "m").iterdir()) == before
+
+
+def test_any_source_id_has_a_file_of_its_own_and_none_is_written_through(days, monkeypatch):
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    record = store.read_record(d / "m")
+    held = store.read_summaries(d / "m")
+    one = held["s000001"]
+    # ids a hand-edited ledger could hold: case twins (one file on a case-insensitive
+    # file system if only quoted), separators, and one too long for a file name
+    odd = ["S1", "s1", "a/b", "a%2Fb", "..", "é", "x" * 300]
+    names = [store._summary_name(i) for i in odd]
+    assert len({n.lower() for n in names}) == len(odd)
+    assert all(len(n) <= 200 and "/" not in n for n in names)
+    store.write_record(d / "m", record, base=record.version,
+                       summaries={**dict.fromkeys(odd, one), "s000002": held["s000002"]})
+    back = store.read_summaries(d / "m")
+    assert sorted(back) == sorted([*odd, "s000002"])
+    assert all(back[i].fingerprint() == one.fingerprint() for i in odd)
+    # linked once more: the same ids, nothing read
+    store.write_record(d / "m", store.read_record(d / "m"), base="v000002", summaries=back.only(back))
+    again = store.read_summaries(d / "m")
+    assert sorted(again) == sorted(back)
+    assert again["x" * 300].fingerprint() == one.fingerprint()
+    # a name that exists is never written through (a link's bytes are the live version's)
+    live = d / "m" / "v000003" / "summaries" / "s000002.npz"
+    before = live.read_bytes()
+    monkeypatch.setattr(store, "_summary_name", lambda sid: "same.npz")
+    with pytest.raises(FileExistsError):
+        store._write_summaries(d / "twins", {"a": one, "b": one})
+    with pytest.raises(FileExistsError):
+        store._new_file(d / "m" / "v000003" / "summaries" / "s000002.npz", b"overwritten")
+    assert live.read_bytes() == before
+
+
+def test_a_reader_without_the_lock_is_told_to_rerun_when_its_version_moves_on(days, monkeypatch):
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    real = store.os.listdir
+    raced = []
+
+    def listdir(path):
+        if str(path).endswith("/summaries") and not raced:  # two updates land meanwhile
+            raced.append(1)
+            jobs.update_model(d / "m", d / "day-1.zarr")
+            jobs.update_model(d / "m", d / "day-2.zarr")
+        return real(path)
+
+    monkeypatch.setattr(store.os, "listdir", listdir)
+    with pytest.raises(sp.ModelError, match="moved on from version v000001 while this job read it; "
+                                             "rerun the job"):
+        store.read_summaries(d / "m")
+    monkeypatch.setattr(store.os, "listdir", real)
+    assert sorted(store.read_summaries(d / "m")) == ["s000001", "s000002", "s000003"]
