@@ -10,17 +10,18 @@ What is atomic where
         model.json       parameters, classes, identity, sources merged, history
         stats.npz        the mergeable ClassStats
         solution.npz     components, center, coef, intercept
-        summaries/       one NPZ per source of the ledger (``s000001.npz``, …): its own
-                         ClassStats, read only when a job needs that source's
+        summaries/       one NPZ per source of the ledger (``s000001.npz``, …): that
+                         source's own ClassStats, read only when a job needs it
 
 A new version is written completely into a hidden staging folder, renamed to
 ``vNNNNNN`` and only then named by ``CURRENT`` (replaced with ``os.replace``,
 atomic), so a reader or a job killed at any point sees the old model or the
 new one. A source's summary that a new version keeps unchanged is hard-linked
 from the version before (copied where the file system has no hard links): a
-nightly update writes its new source's summary, not every source's again. Writers hold the lock file ``.MODEL.lock`` beside the model's real
-path (symlinks resolved) from before they read ``CURRENT`` until they are
-done, and delete it on release. A model written for the first time is built
+nightly update writes its new source's summary, not every source's again.
+Writers hold the lock file ``.MODEL.lock`` beside the model's real path
+(symlinks resolved) from before they read ``CURRENT`` until they are done, and
+delete it on release. A model written for the first time is built
 in a hidden sibling and renamed into place.
 
 *Object-store model* (``s3://…/MODEL``): the same layout; ``CURRENT`` is one
@@ -1406,8 +1407,9 @@ def _version_files(meta, stats, solution):
             "stats.npz": _npz_bytes(stats.to_arrays()), "solution.npz": _npz_bytes(solution)}
 
 
-def _write_file(path, data):
-    with open(path, "wb") as f:
+def _new_file(path, data):
+    """Write ``data`` to a new file at ``path``: never through a name that exists (or links)."""
+    with open(path, "xb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -1416,7 +1418,7 @@ def _write_file(path, data):
 def _write_version(folder, meta, stats, solution, summaries=None):
     os.mkdir(folder)  # mode 0o777 less the umask, like every other folder the user makes
     for name, data in _version_files(meta, stats, solution).items():
-        _write_file(folder / name, data)
+        _new_file(folder / name, data)
     if summaries is not None:
         _write_summaries(folder / _SUMMARIES, summaries)
     _fsync(folder)
@@ -1443,14 +1445,6 @@ def _summary_name(sid):
     if len(quoted) > _MAX_NAME:
         return "%%" + hashlib.sha256(str(sid).encode()).hexdigest() + ".npz"
     return quoted + ".npz"
-
-
-def _new_file(path, data):
-    """Write ``data`` to a new file at ``path``: never through a name that exists (or links)."""
-    with open(path, "xb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 # os.link's refusals that mean "no hard links here": copy the bytes instead

@@ -1,7 +1,8 @@
 """Fault injection at every commit step of model and output writes.
 
 A kill (``os._exit``) right after each rename/replace/exchange/removal (and each
-hard link of a kept summary) that :mod:`streamproj.store` performs, and a full disk (ENOSPC) at each file write.
+hard link of a kept summary) that :mod:`streamproj.store` performs, and a full
+disk (ENOSPC) at each file write.
 After each fault the old model or output is intact (or, between the two renames
 of a replacement, restored by the next run), and rerunning the command succeeds
 with the right result and no leftovers.
@@ -216,7 +217,7 @@ def disk_full_at(k, monkeypatch):
     real_open = open
 
     def open_(file, mode="r", *args, **kwargs):
-        if "w" in mode:
+        if "w" in mode or "x" in mode:  # "x": the model's files, made new, never overwritten
             maybe_fail(file)
         return real_open(file, mode, *args, **kwargs)
 
