@@ -26,7 +26,6 @@ streamproj 0.1 have ``edges`` (the same fingerprint) and no ``kind``
 
 import datetime as _dt
 import fnmatch
-import hashlib
 import posixpath
 import re
 
@@ -168,25 +167,11 @@ def find(ledger, key):
 def stamp(src):
     """Digest of the listing (names, sizes, modification times) of a source's files.
 
-    One directory listing (one LIST call on an object store); no data is read.
-    None when the files cannot be listed (then the fingerprint decides).
+    :meth:`streamproj.sources.Source.listing`: one directory listing per
+    opening (one LIST call on an object store), no data read; None when the
+    files cannot be listed (then the fingerprint decides).
     """
-    import fsspec
-
-    url = src.url
-    if src.kind == "hdf5":
-        cut = url.rfind(":/")
-        url = url[:cut] if cut > url.find("://") + 2 else url
-    try:
-        fs, path = fsspec.core.url_to_fs(url)
-        infos = list(fs.find(path, detail=True).values()) if fs.isdir(path) else [fs.info(path)]
-    except Exception:  # a listing is an optimisation; any failure means "read the rows"
-        return None
-    h = hashlib.blake2b(digest_size=16)
-    for info in sorted(infos, key=lambda i: str(i.get("name"))):
-        when = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
-        h.update(f"{info.get('name')}|{info.get('size')}|{when}\n".encode())
-    return h.hexdigest()
+    return src.listing()
 
 
 def held_rows(entry, src, what, fix):

@@ -86,6 +86,25 @@ _LISTED = 20  # names shown in a "columns: ..." list before it is cut short
 
 
 # ------------------------------------------------------------------ the type
+def _listing_digest(url, kind):
+    """:meth:`Source.listing` of the files at ``url``."""
+    import fsspec
+
+    if kind == "hdf5":
+        cut = url.rfind(":/")
+        url = url[:cut] if cut > url.find("://") + 2 else url
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+        infos = list(fs.find(path, detail=True).values()) if fs.isdir(path) else [fs.info(path)]
+    except Exception:  # a listing is an optimisation; any failure means "read the rows"
+        return None
+    h = hashlib.blake2b(digest_size=16)
+    for info in sorted(infos, key=lambda i: str(i.get("name"))):
+        when = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
+        h.update(f"{info.get('name')}|{info.get('size')}|{when}\n".encode())
+    return h.hexdigest()
+
+
 @dataclass(frozen=True, eq=False)
 class Source:
     """One opened input: lazily read rows and labels, and what identifies them.
@@ -129,8 +148,9 @@ class Source:
     label: str | None
     names: tuple
     files: tuple = ()
-    # fingerprints already read, by row count: the ledgers of the model and of an
-    # output ask for the same one in one job, and each costs a read of the edge chunks
+    # fingerprints already read, by row count (and the files' listing, as "listing"): the
+    # ledgers of the model and of an output ask for the same one in one job, and each
+    # costs a read of the edge chunks (a LIST call on an object store)
     _fingerprints: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -238,6 +258,18 @@ class Source:
         if "head" not in self._fingerprints:
             self.fingerprint()
         return self._fingerprints["head"]
+
+    def listing(self) -> str | None:
+        """Digest of the listing (names, sizes, modification times) of this source's files.
+
+        One directory listing (one LIST call on an object store); no data is
+        read. Taken once per opening, so every ledger of one job records the
+        listing taken before its rows were read. None when the files cannot be
+        listed (then the fingerprint decides).
+        """
+        if "listing" not in self._fingerprints:
+            self._fingerprints["listing"] = _listing_digest(self.url, self.kind)
+        return self._fingerprints["listing"]
 
     def identity(self) -> dict[str, Any]:
         """A JSON-ready ledger entry: key, rows, dtypes and fingerprint.

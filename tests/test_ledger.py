@@ -645,3 +645,27 @@ def test_a_reader_without_the_lock_is_told_to_rerun_when_its_version_moves_on(da
         store.read_summaries(d / "m")
     monkeypatch.setattr(store.os, "listdir", real)
     assert sorted(store.read_summaries(d / "m")) == ["s000001", "s000002", "s000003"]
+
+
+def test_a_nightly_run_lists_each_source_once(days, monkeypatch):
+    # the model's ledger and the output's both check every held source; one listing each
+    # (on an object store a LIST call per source, which grew with every night)
+    from streamproj import sources
+
+    d, X, y = days
+    (d / "later").mkdir()
+    for i in (3, 4):
+        (d / f"day-{i}.zarr").rename(d / "later" / f"day-{i}.zarr")
+    assert main(["run", str(_config(d, 90.0))]) == 0
+    (d / "later" / "day-3.zarr").rename(d / "day-3.zarr")
+    listed = []
+    real = sources._listing_digest
+    monkeypatch.setattr(sources, "_listing_digest",
+                        lambda url, kind: listed.append(url) or real(url, kind))
+    assert main(["run", str(_config(d, 90.0))]) == 0
+    assert sorted(listed) == sorted(str((d / f"day-{i}.zarr").resolve()) for i in range(4))
+    assert_fit_on(d / "m", X[rows(0, 1, 2, 3)], y[rows(0, 1, 2, 3)])
+    # and a source changed since is still caught by its listing and fingerprint
+    g = zarr.open_group(str(d / "day-1.zarr"), mode="a")
+    g["X"][0] = X[300] * 2
+    assert main(["run", str(_config(d, 90.0))]) == 2
