@@ -694,12 +694,11 @@ def _plan_update(model_path, srcs, verify, progress, clock):
         reports.append({"url": src.url, "status": "grown" if start else "merged",
                         "rows_merged": src.n_rows - start, "rows_skipped": start})
     # every batch's kernel known (and a GPU there for kernel 3) before any source is re-read
-    for src, entry in to_verify:
-        for batch in entry.get("batches", []):
-            _batch_kernel(batch, src)
-    for src, entry in to_verify:
+    kernels = [[_batch_kernel(batch, src) for batch in entry.get("batches", [])]
+               for src, entry in to_verify]
+    for (src, entry), known in zip(to_verify, kernels, strict=True):
         with clock("verify"):
-            _verify_rows(old, src, entry, progress)
+            _verify_rows(old, src, entry, known, progress)
     # the listings before the rows are read (see ledger.record)
     listings = {id(src): ledger.stamp(src) for src, _, _ in work}
     return {"record": record, "summaries": summaries, "old": old, "entries": entries,
@@ -813,16 +812,16 @@ def _batch_kernel(batch, src):
     return kernel
 
 
-def _verify_rows(model, src, entry, progress):
+def _verify_rows(model, src, entry, kernels, progress):
     """Re-read every merged row range and check it summarises exactly as when it was merged.
 
     Pass 1 is deterministic for a given chunking (a fixed merge tree, one BLAS
     thread per task), so an unchanged range gives the same fingerprint bit for
     bit. It reads the rows as the merge did (a bfloat16 model's uint16 bits as
-    bfloat16).
+    bfloat16). ``kernels``: each batch's pass-1 kernel (:func:`_batch_kernel`),
+    checked by the caller for every source before any is read.
     """
     batches = entry.get("batches", [])
-    kernels = [_batch_kernel(batch, src) for batch in batches]  # all known, before any is read
     for batch, kernel in zip(batches, kernels, strict=True):
         a, b = batch["start"], batch["stop"]
         with _context(src.names[0]):
