@@ -48,8 +48,11 @@ def test_workers_in_this_process_give_pass_one_the_local_bits(tmp_path):
     write_zarr(tmp_path / "d.zarr", X + 10.0, y, chunk_rows=1500)
     group = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
     local = accumulate(group["X"], group["y"])
+    # dashboard_address=None still served 0.0.0.0:8787 (and the worker's page on every
+    # interface): the test failed whenever 8787 was taken. Both on loopback, any free port.
     with (distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                   dashboard_address=None) as cluster,
+                                   dashboard_address="127.0.0.1:0",
+                                   worker_dashboard_address="127.0.0.1:0") as cluster,
           distributed.Client(cluster)):
         remote = accumulate(group["X"], group["y"])
     assert np.array_equal(local.within, remote.within)
