@@ -708,7 +708,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         d = self.components_.shape[0]
         if self.coef_.shape[0] == 1:
             lead = ["boundary"]
-        elif hasattr(self, "scalings_"):
+        elif "scalings_" in self.__dict__ or "_deferred_lda" in self.__dict__:
+            # an LDA's axes, without solving a loaded model's deferred LDA for their names
             lead = [f"lda{i + 1}" for i in range(min(self.coef_.shape[0] - 1, self.coef_.shape[1]))]
         else:
             rank = solvers.boundary_basis(self.coef_).shape[1]
@@ -983,7 +984,13 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                     # A record written after the singularity test passed, for exactly these
                     # summaries, skips it; an edited one (its id no longer matches) is tested.
                     model_id, shrinkage, priors = self.__dict__["_deferred_lda"]
-                    self._solve_lda(model_id == self.model_id_, shrinkage, priors)
+                    try:
+                        self._solve_lda(model_id == self.model_id_, shrinkage, priors)
+                    except SingularScatterError as exc:
+                        msg = (f"this model's LDA (asked for {name}) cannot be solved: its record "
+                               f"was changed after it was saved (its summaries no longer match model_id "
+                               f"{model_id}), and {exc}")
+                        raise SingularScatterError(msg) from None
                     del self.__dict__["_deferred_lda"]
             return self.__dict__[name]
         msg = f"{type(self).__name__!r} object has no attribute {name!r}"

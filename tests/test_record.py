@@ -142,6 +142,24 @@ def test_another_versions_or_an_edited_record_is_tested_again(fitted, monkeypatc
     assert "singularity_test" not in edited.to_state().meta  # nor vouched for when saved
 
 
+def test_an_edited_singular_record_of_three_classes_names_its_axes_and_says_why_it_fails(fitted):
+    # K > 2: the axes' names must not need the deferred LDA (they once solved it and raised);
+    # what does need it says the record was edited, not only that the scatter is singular
+    model, X = fitted
+    meta, _, solution = sp.BoundaryProjector(n_components=2).fit(X, model.predict(X)).to_state()
+    bad = np.asarray(X, dtype=np.float64).copy()
+    bad[:, -1] = bad[:, 0] + 1e-9 * np.random.default_rng(1).standard_normal(bad.shape[0])
+    edited = sp.BoundaryProjector.from_state(
+        ModelRecord(meta, sp.ClassStats.from_rows(bad, model.predict(X)), solution))
+    assert edited.get_feature_names_out().tolist() == ["lda1", "lda2"]
+    np.testing.assert_array_equal(edited.transform(X), (X - solution["center"]) @ solution["components"].T)
+    with pytest.raises(SingularScatterError, match=r"record was changed after it was saved.*"
+                                                  r"smallest eigenvalue"):
+        edited.predict(X)
+    with pytest.raises(SingularScatterError, match="asked for priors_"):
+        edited.priors_  # noqa: B018
+
+
 def test_unfitted_model_has_no_record():
     with pytest.raises(NotFittedError):
         sp.BoundaryProjector().to_state()
