@@ -476,12 +476,16 @@ def _feature_meta(model, meta, srcs):
 
 # -------------------------------------------------------------------- fit
 def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, progress=False,
-              allow_missing_chunks=False, features=None, label=None, keep_last=None, max_age=None):
+              allow_missing_chunks=False, features=None, label=None, keep_last=None, max_age=None,
+              before_write=None):
     """Fit a new model from one or more inputs (globs allowed) and save it; returns a report.
 
     ``params`` are the estimator's, checked before any input is opened
     (:func:`~streamproj.estimator.check_params` raises
     :class:`~streamproj.errors.InvalidParameterError` naming the parameter).
+    ``before_write(model, entries, srcs)``, if given, is called with the
+    solved model, its ledger entries and the opened sources before anything
+    is written: an error it raises leaves the model as it was.
     """
     check_params(params or {})
     clock = _Clock()
@@ -520,6 +524,8 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
         summaries = {e["id"]: summaries[e["id"]] for e in entries}
         with clock("solve"), _context(srcs[0].spec):
             model.fit_stats(_merge_all(summaries[e["id"]] for e in entries))
+        if before_write is not None:
+            before_write(model, entries, srcs)
         n = int(sum(s.n_rows for s in srcs))
         history = [{"event": "fit", "time": store.timestamp(), "rows_added": n,
                     "n_samples": model.stats_.n_samples,
@@ -626,13 +632,14 @@ def _frame_drift(frame, model):
 # ----------------------------------------------------------------- update
 def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
                  allow_missing_chunks=False, features=None, label=None, keep_last=None,
-                 max_age=None, max_summary_memory=None):
+                 max_age=None, max_summary_memory=None, before_write=None):
     """Merge the rows of each source that the model has not seen; returns a report.
 
     Sources merged before (same resolved URL and arrays or columns, per the
     model's ledger) are skipped, a grown source merges only its new rows, a
     source whose merged rows changed is refused with the model untouched.
     ``keep_last`` / ``max_age`` then drop the oldest sources exactly.
+    ``before_write``: as :func:`fit_model`'s, when there is a new version to write.
     """
     check_params({"max_summary_memory": max_summary_memory})
     clock = _Clock()
@@ -652,7 +659,8 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
                 batches.append(_summarise(src, start, old.summary_detail(), progress,
                                           max_summary_memory, old.bfloat16,
                                           old.stats_.n_classes))
-        report, _ = _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock)
+        report, _ = _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock,
+                                   before_write)
         return report
 
 
@@ -705,10 +713,11 @@ def _plan_update(model_path, srcs, verify, progress, clock):
             "evicted": evicted, "work": work, "reports": reports, "listings": listings}
 
 
-def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
+def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, before_write=None):
     """Merge the new rows' summaries (one per ``plan["work"]`` item) and write the new version.
 
-    The caller has refused copies of held sources (:func:`_refuse_new_copies`).
+    The caller has refused copies of held sources (:func:`_refuse_new_copies`);
+    ``before_write`` is :func:`update_model`'s.
 
     Returns the report and the model as written (the old one when unchanged).
     """
@@ -755,6 +764,8 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock):
     # nothing read: those of sources left as they were are linked into the new version
     summaries = summaries.only(e["id"] for e in kept if e.get("id") in summaries)
     added_classes = sorted(set(new.classes_.tolist()) - set(old.classes_.tolist()))
+    if before_write is not None:
+        before_write(new, kept, srcs)
     drift = _drift(old, new)
     history = [*meta.get("history", []), {
         "event": "update", "time": store.timestamp(),
@@ -1109,23 +1120,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     state = None if mode == "rewrite" else _output_state(out)
     reason, drift = None, None
     if state is not None:
-        if state["frame"] is None or state["attrs"].get("sources") is None:
-            reason = "OUT records no frame or source rows (written by streamproj 0.1 or from memory)"
-            drift = float("inf")
-        elif not all(map(ledger.fingerprint_of, state["attrs"]["sources"])):
-            # jobs.project(..., source=...) names its rows' source but could not fingerprint it
-            reason = "OUT was written from rows in memory: its sources' rows cannot be checked"
-            drift = float("inf")
-        else:
-            frame = BoundaryProjector.from_state(state["frame"])
-            drift, reason = _frame_drift(frame, model)
-        if reproject_above is not None and drift > reproject_above:
-            reason = reason or f"the model moved {drift:.4g}° from OUT's frame (> {reproject_above:g}°)"
-        elif reason is not None:
-            msg = (f"cannot append to {out}: {reason}; rewrite it once with --overwrite "
-                   "(or allow it with --reproject-above DEGREES)")
-            raise OutputExistsError(msg)
-        else:
+        frame, drift, reason = _output_plan(state, model, out, reproject_above)
+        if frame is not None:
             report = _append(state, frame, srcs, out, progress, clock)
             return {**_project_base(model.model_id_, model_path, out, model), **report,
                     "drift_deg": drift, "frame_model_id": frame.model_id_,
@@ -1155,8 +1151,40 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             "timings": clock.report(), "versions": _versions(meta["version"])}
 
 
+def _output_plan(state, model, out, reproject_above):
+    """What projecting ``model`` does to the existing OUT whose ``state`` is given.
+
+    Returns ``(frame, drift, reason)``: OUT's frame when the rows are appended
+    in it, else None and why OUT is rewritten in the model's frame.
+
+    Raises
+    ------
+    OutputExistsError
+        OUT can be neither appended to nor, under ``reproject_above``, rewritten.
+    """
+    if state["frame"] is None or state["attrs"].get("sources") is None:
+        reason = "OUT records no frame or source rows (written by streamproj 0.1 or from memory)"
+        drift = float("inf")
+    elif not all(map(ledger.fingerprint_of, state["attrs"]["sources"])):
+        # jobs.project(..., source=...) names its rows' source but could not fingerprint it
+        reason = "OUT was written from rows in memory: its sources' rows cannot be checked"
+        drift = float("inf")
+    else:
+        frame = BoundaryProjector.from_state(state["frame"])
+        drift, reason = _frame_drift(frame, model)
+    if reproject_above is not None and drift > reproject_above:
+        return None, drift, reason or (f"the model moved {drift:.4g}° from OUT's frame "
+                                       f"(> {reproject_above:g}°)")
+    if reason is not None:
+        msg = (f"cannot append to {out}: {reason}; rewrite it once with --overwrite "
+               "(or allow it with --reproject-above DEGREES)")
+        raise OutputExistsError(msg)
+    return frame, drift, None
+
+
 def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks,
-                       model_sources=None):
+                       model_sources=None,
+                       replace="replace {out} with --overwrite (without --append)"):
     """The sources OUT records (reopened, in OUT's order) followed by the new ones in ``srcs``.
 
     A recorded source that cannot be read any more is refused in one line: a
@@ -1173,7 +1201,7 @@ def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks
             except (StreamprojError, ValueError) as exc:
                 msg = (f"cannot rewrite {out} in the model's frame: it holds {entry['rows']} rows "
                        f"of {entry['url']}, which cannot be read now ({exc}); give that input "
-                       f"too, or replace {out} with --overwrite (without --append)")
+                       f"too, or {replace.format(out=out)}")
                 raise InputError(msg) from None
             if src.n_rows < int(entry["rows"]):
                 msg = (f"cannot rewrite {out} in the model's frame: {entry['url']} has "
@@ -1401,6 +1429,46 @@ def check_config(config):
         ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
 
 
+def _output_guard(config):
+    """A check for a job's model step: whether the project step after it can write OUT.
+
+    That step rewrites OUT in the new model's frame when the model moved past
+    ``reproject_above_degrees`` (or OUT has no frame), reading again every
+    source OUT holds, and refuses an OUT it can neither append to nor rewrite.
+    Checked with the solved model before its new version is written, either
+    refusal leaves the model and OUT as they were, instead of coming after the
+    model's write. None when OUT is written afresh or does not exist.
+    """
+    inp, out = config.input, config.output
+    if not out.path or out.mode == "rewrite":
+        return None
+    state = _output_state(out.path)
+    if state is None or not state["attrs"].get("sources"):
+        return None
+
+    def check(model, entries, srcs):
+        try:
+            _check_output_follows(model, entries, srcs)
+        except StreamprojError as exc:
+            msg = f"model {config.model.path} left as it was: {exc}"
+            raise type(exc)(msg) from None
+
+    def _check_output_follows(model, entries, srcs):
+        frame, _, _ = _output_plan(state, model, out.path, _reproject_threshold(out))
+        if frame is not None:
+            return  # appended in OUT's frame: no held source is read again
+        if out.inputs:
+            names = getattr(model, "feature_names_in_", None)
+            meta = {"sources": entries, "feature_names": None if names is None else list(names)}
+            srcs = open_inputs(out.inputs, inp.x, inp.y, inp.features, inp.label, False,
+                               inp.allow_missing_chunks, _model_columns(meta))
+        _with_held_sources(state, list(srcs), out.path, model, config.model.path,
+                           inp.allow_missing_chunks, entries,
+                           'write {out} afresh ([output] mode = "rewrite", overwrite = true)')
+
+    return check
+
+
 def _update_and_append(config, progress, max_summary_memory, clock, common):
     """A nightly step in one read of the new rows: update the model and append them to OUT.
 
@@ -1432,7 +1500,7 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     if done is None:
         return [update_model(mod.path, inp.paths, progress=progress, keep_last=mod.keep_last,
                              max_age=mod.max_age, max_summary_memory=max_summary_memory,
-                             **common)]
+                             before_write=_output_guard(config), **common)]
     # (the model just written, as solved in memory: not read and solved again)
     update, appended, frame, model = done
     drift, _ = _frame_drift(frame, model)  # to the model as it is now, as project reports
@@ -1489,7 +1557,8 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
         _refuse_new_copies(plan, mod.path)
         _refuse_appended_copies(state["attrs"]["sources"], parts, out.path)
         reports["update"], reports["model"] = _commit_update(
-            mod.path, plan, batches, srcs, mod.keep_last, mod.max_age, clock)
+            mod.path, plan, batches, srcs, mod.keep_last, mod.max_age, clock,
+            _output_guard(config))
 
     appended = _append(state, frame, srcs, out.path, progress, clock, in_one_pass=both)
     return reports["update"], appended, frame, reports["model"]
@@ -1522,14 +1591,16 @@ def run_job(config, progress=None, max_summary_memory=None):
                 params = {**_fit_params(mod), "max_summary_memory": max_summary_memory}
                 steps.append(fit_model(inp.paths, mod.path, params=params,
                                        overwrite=mod.mode == "fit", progress=bool(show),
-                                       keep_last=mod.keep_last, max_age=mod.max_age, **common))
+                                       keep_last=mod.keep_last, max_age=mod.max_age,
+                                       before_write=_output_guard(config), **common))
             elif out.path and out.mode != "rewrite" and not out.inputs:
                 steps.extend(_update_and_append(config, bool(show), max_summary_memory, clock,
                                                 common))
             else:
                 steps.append(update_model(mod.path, inp.paths, progress=bool(show),
                                           keep_last=mod.keep_last, max_age=mod.max_age,
-                                          max_summary_memory=max_summary_memory, **common))
+                                          max_summary_memory=max_summary_memory,
+                                          before_write=_output_guard(config), **common))
         if out.path and len(steps) == 2 and steps[1].get("output_action") == "appended":
             threshold = _reproject_threshold(out)
             if threshold is not None and steps[1]["drift_deg"] > threshold:

@@ -14,6 +14,7 @@ from conftest import make_classes, write_days, write_zarr
 import streamproj as sp
 from streamproj import jobs, ledger, store
 from streamproj.cli import main
+from streamproj.config import load_config
 from streamproj.errors import IncompatibleStatsError, InputError, SourceChangedError
 
 COLS = [f"emb_{i}" for i in range(5)]
@@ -669,3 +670,48 @@ def test_a_nightly_run_lists_each_source_once(days, monkeypatch):
     g = zarr.open_group(str(d / "day-1.zarr"), mode="a")
     g["X"][0] = X[300] * 2
     assert main(["run", str(_config(d, 90.0))]) == 2
+
+
+@pytest.mark.parametrize("path", ["one pass", "two steps", "refit"])
+def test_a_job_that_could_not_rewrite_its_output_leaves_the_model_as_it_was(days, path):
+    # The model moves past reproject_above_degrees, so the project step must rewrite OUT in the
+    # new frame from every source OUT holds; one of them is gone. This was found after the
+    # model's new version was written (exit 2 after a write); now before anything is.
+    d, X, y = days
+    (d / "later").mkdir()
+    for i in (1, 2, 3, 4):
+        (d / f"day-{i}.zarr").rename(d / "later" / f"day-{i}.zarr")
+    job = d / "job.toml"
+    job.write_text(f'''
+[input]
+paths = ["day-*.zarr"]
+[model]
+path = "m"
+mode = "{'fit' if path == 'refit' else 'auto'}"
+[output]
+path = "o.zarr"
+mode = "auto"
+reproject_above_degrees = 0.0
+''')
+    assert main(["run", str(job)]) == 0
+    (d / "later" / "day-1.zarr").rename(d / "day-1.zarr")
+    if path == "two steps":  # OUT behind the model: the job cannot do both in one pass
+        jobs.update_model(d / "m", str(d / "day-*.zarr"))
+    shutil.move(d / "day-0.zarr", d / "later" / "day-0.zarr")
+    (d / "later" / "day-2.zarr").rename(d / "day-2.zarr")
+    before = (sorted(p.name for p in (d / "m").iterdir()), (d / "m" / "CURRENT").read_text(),
+              store.open_output(d / "o.zarr").attrs.asdict())
+    with pytest.raises(InputError, match=r"model .*m left as it was: cannot rewrite .*o\.zarr in "
+                                         r"the model's frame: it holds 300 rows of .*day-0\.zarr, "
+                                         r"which cannot be read now"):
+        jobs.run_job(load_config(job))
+    assert before == (sorted(p.name for p in (d / "m").iterdir()), (d / "m" / "CURRENT").read_text(),
+                      store.open_output(d / "o.zarr").attrs.asdict())
+    # given back, the same job rewrites OUT in the new frame from all of its rows
+    shutil.move(d / "later" / "day-0.zarr", d / "day-0.zarr")
+    report = jobs.run_job(load_config(job))
+    assert report["steps"][1]["output_action"] == "rewritten"
+    held = rows(0, 1, 2)
+    assert_fit_on(d / "m", X[held], y[held])
+    np.testing.assert_allclose(zarr.open_group(str(d / "o.zarr"), mode="r")["projection"][:],
+                               sp.load(d / "m").transform(X[held]), rtol=0, atol=1e-12)
