@@ -20,6 +20,7 @@ from streamproj.plot.reading import (
     ClassMap,
     robust_limits,
     robust_limits_each,
+    spread_limits,
     stream,
 )
 from streamproj.plot.summary import PictureSummary
@@ -124,6 +125,25 @@ def test_robust_limits_ignore_outliers():
     np.testing.assert_array_equal(both[0], robust_limits(v, tail=1e-4, pad=0.2))
     np.testing.assert_array_equal(both[1], robust_limits(v))
     assert np.isfinite(both[1]).all()
+
+
+def test_spread_limits_keep_a_gaussians_tails_and_ignore_a_few_far_rows():
+    rng = np.random.default_rng(2)
+    v = rng.normal(size=(100_000, 2))
+    lim = spread_limits(v)
+    # the whole sample (0.1-99.9 % quantiles padded 5 % cut it flat at about ±3.4σ)
+    assert np.all(lim[:, 0] < v.min(axis=0))
+    assert np.all(lim[:, 1] > v.max(axis=0))
+    far = v.copy()
+    far[:500, 0] = 1e3 * rng.normal(size=500)  # 0.5 % gross outliers on both sides
+    far[500:900, 1] = 200.0  # 0.4 % on one side
+    lim = spread_limits(far)
+    assert np.all(np.abs(lim) < 6), lim  # about ±4.3σ: the bulk fills the panel
+    assert np.all(lim[:, 0] < -3.5)
+    assert np.all(lim[:, 1] > 3.5)
+    u = rng.random((10_000, 1))  # a uniform column fills the panel, padded 5 %
+    np.testing.assert_allclose(spread_limits(u)[0], [-0.05, 1.05], atol=2e-3)
+    assert np.isfinite(spread_limits(np.vstack([v, [[np.nan, np.inf]]]))).all()
 
 
 def test_shading_mixes_colours_by_count():
@@ -304,6 +324,56 @@ def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     assert ax.get_ylabel().startswith("z[2]")
     with pytest.raises(InputError, match="axes must be two different axes"):
         plot_projection(m, X, y, axes=(0, 5))
+
+
+def _tie_points(ax):
+    """The (x, y) points of the lines drawn in ``ax``, past the panel's own artists."""
+    pts = [np.column_stack(line.get_data()) for line in ax.get_lines()]
+    pts = np.vstack(pts) if pts else np.empty((0, 2))
+    return pts[np.isfinite(pts).all(axis=1)]
+
+
+def test_lda_boundaries_are_exact_straight_ties_and_slices_are_dashed_and_said():
+    X, y = make_classes(n=6000, p=6, k=3, seed=4)
+    m = sp.BoundaryProjector(n_components=3).fit(X, y)
+    fig = plot_projection(m, X, y)
+    by_axes = {(ax.get_xlabel()[:4], ax.get_ylabel()[:4]): ax for ax in fig.streamproj_axes}
+    main = by_axes[("", "z[1]")] if ("", "z[1]") in by_axes else by_axes[("z[0]", "z[1]")]
+    pts = _tie_points(main)
+    assert len(pts) > 100
+    # every point drawn is a tie of the two best classes of the rule (no staircase of cells)
+    z = np.column_stack([pts, np.zeros(len(pts))])
+    scores = np.sort(m.decision_function(m.center_ + z @ m.components_), axis=1)
+    assert np.max(np.abs(scores[:, -1] - scores[:, -2])) < 1e-9 * np.max(np.abs(scores))
+    assert all(line.get_linestyle() == "-" for line in main.get_lines())
+    # (z[0], z[2]) is a slice of the regions at z[1] = 0: dashed, and the legend says so
+    sliced = [ax for key, ax in by_axes.items() if key != ("", "z[1]") and ax.get_lines()]
+    assert sliced
+    assert all(line.get_linestyle() == "--" for ax in sliced for line in ax.get_lines())
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "LDA boundaries" in labels
+    assert "LDA boundaries (slice)" in labels
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "where the panel's plane through the centre" in text
+    # twelve classes in two axes: the rule needs eleven, so the one panel is a slice too
+    X, y = make_classes(n=6000, p=14, k=12, seed=5)
+    m = sp.BoundaryProjector().fit(X, y)
+    labels = [t.get_text() for t in plot_projection(m, X, y).legends[0].get_texts()]
+    assert "LDA boundaries (slice)" in labels
+    assert "LDA boundaries" not in labels
+
+
+def test_the_qda_boundary_is_no_class_colour():
+    X, y = make_classes(n=3000, p=4, k=7, seed=6)
+    m = sp.BoundaryProjector(keep_class_scatter=True).fit(X, y)
+    fig = plot_projection(m, X, y, qda=True)
+    handles = {t.get_text(): h for t, h in zip(fig.legends[0].get_texts(),
+                                               fig.legends[0].legend_handles, strict=True)}
+    qda = handles["QDA boundary (slice)"]
+    assert qda.get_linestyle() == ":"
+    from matplotlib.colors import to_hex
+
+    assert to_hex(qda.get_color()).upper() not in [c.upper() for c in PALETTE]
 
 
 def test_many_classes_show_the_largest_and_other():

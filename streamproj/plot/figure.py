@@ -231,7 +231,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     ----------
     projection : list of (row, col, Panel)
         The projection's panels on a lower-triangular grid (one panel: ``(0, 0)``).
-    legend : list of (label, color, kind) with kind "patch" or "line"
+    legend : list of (label, color, kind), kind "patch", "line", "dashed" or "dotted"
     colors : ndarray (B, 3)
     margin : dict, optional
         Keyword arguments of the margin panel (see ``_margin_panel``).
@@ -347,7 +347,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     fig.text(0.5 / fig_w, 1 - (0.2 + title_in) / fig_h, "\n".join(subtitle_lines), ha="left", va="top",
              fontsize=9.5, color="#333333", linespacing=1.2)
     handles = [Patch(color=c, label=label) if kind == "patch"
-               else Line2D([], [], color=c, lw=1.8, ls="--" if kind == "dashed" else "-", label=label)
+               else Line2D([], [], color=c, lw=1.8, label=label,
+                         ls={"dashed": (0, (4, 2)), "dotted": ":"}.get(kind, "-"))
                for label, c, kind in legend]
     fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.5 / fig_w, top + 0.42 / fig_h),
                ncol=legend_cols, frameon=False, fontsize=9, handlelength=1.4,

@@ -22,8 +22,8 @@ from .reading import (
     ClassMap,
     coordinates,
     count_classes,
-    robust_limits,
     sample_rows,
+    spread_limits,
     stream,
 )
 from .summary import PictureSummary
@@ -31,6 +31,7 @@ from .summary import PictureSummary
 __all__ = ["Source", "draw_source", "model_source", "output_source"]
 
 MAX_GRID_AXES = 4
+QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was class 6's)
 
 
 @dataclasses.dataclass
@@ -186,6 +187,22 @@ def _plane_scores(source, i, j):
     return A, b
 
 
+def _plane_holds_the_rule(source, i, j):
+    """Whether the linear rule's scores depend on axes i and j only (ties are then exact lines).
+
+    Otherwise (K > 3, or a plane missing a Fisher direction) the plane
+    through the centre shows only a slice of the regions, drawn dashed.
+    """
+    # the rule's directions (differences of the classes' coefficients) must lie in the plane's
+    # span: then moving off the plane, along drawn axes or directions no axis keeps, changes
+    # no class's lead
+    diffs = (source.coef[1:] - source.coef[0]).T  # (p, K - 1)
+    plane = source.components[[i, j]].T  # (p, 2)
+    fit, *_ = np.linalg.lstsq(plane, diffs, rcond=None)
+    off = np.linalg.norm(diffs - plane @ fit, axis=0)
+    return bool(np.all(off <= 1e-9 * np.maximum(np.linalg.norm(diffs, axis=0), 1e-300)))
+
+
 def _boundary_drawer(source, i, j, qda_model):
     """The decision boundary in the plane of axes (i, j), as a drawing function."""
     binary = source.coef.shape[0] == 1
@@ -197,14 +214,70 @@ def _boundary_drawer(source, i, j, qda_model):
             ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
         elif not binary:
             A, b = _plane_scores(source, i, j)
-            _regions(ax, limits, lambda z: z @ A + b, figmod.BOUNDARY_COLOR, "-")
+            exact = _plane_holds_the_rule(source, i, j)
+            _linear_regions(ax, limits, A, b, figmod.BOUNDARY_COLOR,
+                            style="-" if exact else (0, (4, 2)), lw=1.4 if exact else 1.0)
         if qda_model is not None:
             comps = source.components[[i, j]]
             _regions(ax, limits,
                      lambda z: solvers.qda_log_posterior(qda_model, source.center + z @ comps),
-                     "#D55E00", "--")
+                     QDA_COLOR, ":")
 
     return draw
+
+
+def _linear_regions(ax, limits, A, b, color, style="-", lw=1.4, samples=4001):
+    """Where the winning class of the scores ``z @ A + b`` changes: straight segments, exactly.
+
+    Each pair of classes ties on a line; the part of it where no third class
+    scores higher is drawn (sampled along the line, so the segments are
+    straight at any zoom, unlike a contour of a grid of cells).
+    """
+    (x0, x1), (y0, y1) = limits
+    k = A.shape[1]
+    xs, ys = [], []
+    for p in range(k):
+        for q in range(p + 1, k):
+            normal, offset = A[:, p] - A[:, q], b[p] - b[q]  # normal · z + offset = 0
+            ends = _line_in_box(normal, offset, (x0, x1), (y0, y1))
+            if ends is None:
+                continue
+            t = np.linspace(0.0, 1.0, samples)[:, None]
+            z = ends[0] + t * (ends[1] - ends[0])
+            s = z @ A + b
+            tie = s[:, p]
+            others = np.delete(s, [p, q], axis=1)
+            keep = tie >= (others.max(axis=1) if others.shape[1] else -np.inf)
+            if keep.any():
+                xs.extend([*np.where(keep, z[:, 0], np.nan), np.nan])
+                ys.extend([*np.where(keep, z[:, 1], np.nan), np.nan])
+    if xs:
+        ax.plot(xs, ys, color=color, lw=lw, ls=style, solid_capstyle="butt")
+
+
+def _line_in_box(normal, offset, xlim, ylim):
+    """The segment of the line ``normal · z + offset = 0`` inside the box; None if it misses."""
+    nx, ny = normal
+    points = []
+    if abs(ny) > 0:
+        for x in xlim:
+            y = -(offset + nx * x) / ny
+            if ylim[0] <= y <= ylim[1]:
+                points.append((x, y))
+    if abs(nx) > 0:
+        for y in ylim:
+            x = -(offset + ny * y) / nx
+            if xlim[0] <= x <= xlim[1]:
+                points.append((x, y))
+    if len(points) < 2:
+        return None
+    points = np.asarray(points)
+    # the two points farthest apart (a corner can be found twice)
+    far = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    a, c = np.unravel_index(np.argmax(far), far.shape)
+    if far[a, c] == 0:
+        return None
+    return points[a], points[c]
 
 
 def _regions(ax, limits, scores, color, style):
@@ -240,7 +313,7 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     placed = _pairs(d, axes)
     pairs = [p for _, _, p in placed]
     classmap = _classmap(source, top)
-    limits = robust_limits(sample_rows(source.blocks, "z"))
+    limits = spread_limits(sample_rows(source.blocks, "z"))
     binary = None
     if len(source.classes) == 2:
         binary = (classmap.bucket_of_class(0), classmap.bucket_of_class(1))
@@ -290,7 +363,7 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
         s = z @ lda2.coef.T + lda2.intercept
         return classes.take(solvers.scores_to_index(s[:, 0] if s.shape[1] == 1 else s))
 
-    limits = robust_limits(project(sample_rows(blocks, "x", max_rows=100_000)))
+    limits = spread_limits(project(sample_rows(blocks, "x", max_rows=100_000)))
     pair = (0, 1)
     summary = PictureSummary(classmap, limits, [pair],
                              _bins(limits, [pair], blocks.n, False, resolution), margin_bins=1,
@@ -354,13 +427,21 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     legend = [(f"{name if len(name) <= 40 else name[:39] + '…'} ({rows:,})", colors[k], "patch")
               for k, (name, rows) in enumerate(zip(cm.names, summary.rows, strict=True))
               if rows > 0]
+    exact = [True]
     if binary is not None:
         legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
     else:
-        legend.append(("LDA boundaries (in each plane)", figmod.BOUNDARY_COLOR, "line"))
+        exact = [_plane_holds_the_rule(source, i, j) for _, _, (i, j) in placed]
+        if any(exact):
+            legend.append(("LDA boundaries", figmod.BOUNDARY_COLOR, "line"))
+        if not all(exact):
+            legend.append(("LDA boundaries (slice)", figmod.BOUNDARY_COLOR, "dashed"))
     if qda_model is not None:
-        legend.append(("QDA boundary (in each plane)", "#D55E00", "dashed"))
+        legend.append(("QDA boundary (slice)", QDA_COLOR, "dotted"))
     notes = []
+    if not all(exact) or qda_model is not None:
+        notes.append("(slice): the rule also depends on directions a panel does not show; drawn is "
+                     "where the panel's plane through the centre (those directions at 0) cuts it")
     if summary.labelled:
         notes.append(f"classifier accuracy on these rows {summary.correct / summary.labelled:.2%}")
     if summary.predicted:
@@ -369,8 +450,9 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         notes.append(f"the picture agrees with the classifier on "
                      f"{summary.agree / summary.predicted:.2%} of rows ({where})")
     outside = max(summary.outside.values())
-    notes.append(f"limits: 0.1-99.9 % quantiles of a sample, padded 5 %; {outside:,} of {n:,} rows "
-                 f"({outside / max(n, 1):.2%}) fall outside and are not drawn")
+    notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "
+                 f"padded 5 %; {outside:,} of {n:,} rows ({outside / max(n, 1):.2%}) fall outside "
+                 "and are not drawn")
     if cm.n_buckets - 1 < len(source.classes):
         hidden = len(source.classes) - (cm.n_buckets - 1)
         notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
