@@ -220,6 +220,39 @@ def test_equal_aspect_by_default_and_stretch_says_so(projected):
     assert "STRETCHED" in " ".join(t.get_text() for t in fig.texts)
 
 
+def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected):
+    # the coin is ~10x taller than thick: equal aspect alone left the main panel 48 px wide
+    fig = draw_output(projected / "o.zarr")
+    (ax,) = fig.streamproj_axes
+    (twin,) = fig.streamproj_magnified
+    summary = fig.streamproj_summary
+    pair = (0, 1)
+    side, k = summary.magnify[pair]
+    lim = summary.limits
+    assert side == 0
+    assert k == int(np.floor((lim[1, 1] - lim[1, 0]) / (lim[0, 1] - lim[0, 0])))
+    assert k >= 3
+    fine = summary.grids[pair]
+    assert fine.shape[1] == k * summary.grid(pair).shape[1]
+    # the true shape is the same rows in cells k fine cells wide: nothing counted twice or lost
+    np.testing.assert_array_equal(fine.reshape(fine.shape[0], -1, k, fine.shape[2]).sum(axis=2),
+                                  summary.grid(pair))
+    assert summary.grid(pair).sum() + summary.outside[pair] == summary.n
+    fig.canvas.draw()
+    assert ax.get_aspect() == 1.0
+    assert twin.get_xlim() == ax.get_xlim()
+    assert twin.get_ylim() == ax.get_ylim()
+    assert f"magnified {k}x" in twin.get_title()
+    assert f"magnified {k}x" in twin.get_xlabel()
+    assert twin.get_window_extent().width > 4 * ax.get_window_extent().width
+    assert [line.get_xdata()[0] for line in twin.get_lines()] == [0.0]  # the boundary, at 0
+    # asked to stretch, or a grid of panels: no twin
+    assert draw_output(projected / "o.zarr", stretch=True).streamproj_magnified == []
+    X, y = make_coin(n=3000)
+    assert plot_projection(sp.BoundaryProjector(n_components=3).fit(X, y), X, y
+                           ).streamproj_magnified == []
+
+
 def test_two_fully_overlapping_classes_render_as_a_mixed_colour():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40_000, 4))
@@ -251,14 +284,15 @@ def test_legend_and_notes_lie_inside_the_figure_and_outside_the_data(projected):
     assert legend.x1 <= fbox.x1
     assert fbox.y0 <= legend.y0
     assert legend.y1 <= fbox.y1
+    data = fig.streamproj_axes + fig.streamproj_magnified
     for ax in fig.axes:
-        if ax.images and ax in fig.streamproj_axes:
+        if ax.images and ax in data:
             assert not legend.overlaps(ax.get_window_extent())
     for text in fig.texts:
         tb = text.get_window_extent()
         assert fbox.x0 <= tb.x0
         assert tb.x1 <= fbox.x1 + 1
-        for ax in fig.streamproj_axes:
+        for ax in data:
             assert not tb.overlaps(ax.get_window_extent())
     notes = " ".join(t.get_text() for t in fig.texts)
     assert "standardised" in notes or any(
@@ -319,7 +353,7 @@ def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     labels = {(ax.get_xlabel()[:4], ax.get_ylabel()[:4]) for ax in fig.streamproj_axes}
     assert ("z[0]", "z[2]") in labels or ("", "z[2]") in labels
     fig = plot_projection(m, X, y, axes=(0, 2))
-    (ax,) = fig.streamproj_axes
+    (ax,) = fig.streamproj_axes  # (and fig.streamproj_magnified when its spans differ 3x)
     assert ax.get_xlabel().startswith("z[0]")
     assert ax.get_ylabel().startswith("z[2]")
     with pytest.raises(InputError, match="axes must be two different axes"):

@@ -119,12 +119,16 @@ class Panel:
         Draws the decision boundary in this plane.
     note : str, optional
         Text under the panel.
+    magnify : (side, k), optional
+        The grid's cells are ``k`` times finer along side 0 (x) or 1 (y)
+        than square: drawn stretched that much, shaded as square cells are.
     """
 
-    def __init__(self, grid, limits, xlabel, ylabel, title=None, boundary=None, note=None):
+    def __init__(self, grid, limits, xlabel, ylabel, title=None, boundary=None, note=None,
+                 magnify=None):
         self.grid, self.limits = grid, limits
         self.xlabel, self.ylabel, self.title = xlabel, ylabel, title
-        self.boundary, self.note = boundary, note
+        self.boundary, self.note, self.magnify = boundary, note, magnify
 
     @property
     def spans(self):
@@ -224,7 +228,7 @@ def _density_key(fig, rect, vmax, cell):
 
 
 def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), notes=(),
-         stretch=False, size=None, dpi=100):
+         stretch=False, size=None, dpi=100, magnified=None):
     """Lay out and draw the whole figure; returns a ``matplotlib.figure.Figure``.
 
     Parameters
@@ -239,6 +243,9 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         Comparison panels, drawn to the right.
     notes : sequence of str
         Lines under the figure.
+    magnified : Panel, optional
+        The lone projection panel again, one side magnified (``Panel.magnify``),
+        drawn beside it.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -259,7 +266,10 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     pca_w = [float(np.clip(p.spans[0] / p.spans[1] * main_h, 1.3, 5.0)) if not stretch
              else main_h * 1.1 for p in pca]
     margin_w = 3.2 if margin is not None else 0.0
-    widths = [proj_w] + ([margin_w] if margin is not None else []) + pca_w
+    extra = [magnified] if magnified is not None else []
+    mag_w = [float(np.clip(p.spans[0] / p.spans[1] * _stretch_of(p) * main_h, 1.3, 5.0))
+             for p in extra]
+    widths = [proj_w] + mag_w + ([margin_w] if margin is not None else []) + pca_w
     fig_w = sum(widths) + 1.0 * len(widths) + 0.6 if size is None else size[0] / dpi
     # text is broken to the figure's width, and the bands above and below the panels
     # grow with its lines: nothing is clipped at the right edge of a narrow figure
@@ -277,16 +287,19 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     # under the panels is as tall as the longest
     wspace = 1.0 * len(widths) / sum(widths)
     avg = (fig_w - 0.95) / (len(widths) + (len(widths) - 1) * wspace)
-    slot_w = [w / np.mean(widths) * avg for w in widths][len(widths) - len(pca):]
-    notes_given = [p.note for p in pca]
+    slots = [w / np.mean(widths) * avg for w in widths]
+    noted = extra + list(pca)  # the panels beside the projection that carry a note
+    slot_w = slots[1:1 + len(extra)] + slots[len(widths) - len(pca):]
+    notes_given = [p.note for p in noted]
 
     def bottom_band(panel_h):
-        for panel, note, w in zip(pca, notes_given, slot_w, strict=True):
+        for panel, note, w in zip(noted, notes_given, slot_w, strict=True):
             if note:
-                shown_w = w if stretch else min(w, panel_h * panel.spans[0] / panel.spans[1])
+                aspect = panel.spans[0] / panel.spans[1] * _stretch_of(panel)
+                shown_w = w if stretch or panel.magnify else min(w, panel_h * aspect)
                 panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.3, 8.5,
                                               dpi=dpi))
-        note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
+        note_lines = max((len(p.note.splitlines()) for p in panels + extra if p.note), default=0)
         # notes, the density key, the panels' tick labels and axis label, their own notes
         return 0.15 + 0.16 * len(text) + 1.0 + (0.14 * note_lines + 0.2 if note_lines else 0.0)
 
@@ -332,6 +345,15 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                 ax.sharex(axes[(nrow - 1, c)])
     main_axes = list(axes.values())
     slot = 1
+    later = []
+    for panel in extra:
+        ax = fig.add_subplot(outer[slot])
+        _, k = panel.magnify
+        _draw_panel(ax, panel, colors, vmax / k, True)  # k cells of it hold one square cell's rows
+        if panel.note:
+            _panel_note(ax, panel.note)
+        later.append(ax)
+        slot += 1
     if margin is not None:
         _margin_panel(fig.add_subplot(outer[slot]), **margin)
         slot += 1
@@ -360,7 +382,16 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     fig.text(0.5 / fig_w, 0.1 / fig_h, "\n".join(text), ha="left", va="bottom", fontsize=8.5,
              color="#222222", linespacing=1.35)
     fig.streamproj_axes = main_axes  # type: ignore[attr-defined]  # for tests and callers: the data axes, in drawing order
+    fig.streamproj_magnified = later  # type: ignore[attr-defined]  # and the magnified twin, if any
     return fig
+
+
+def _stretch_of(panel):
+    """How much longer ``panel`` draws x than y against equal aspect (its magnification)."""
+    if panel.magnify is None:
+        return 1.0
+    side, k = panel.magnify
+    return float(k) if side == 0 else 1.0 / k
 
 
 def _text_width(text, fontsize, weight="normal", dpi=100):

@@ -31,6 +31,8 @@ from .summary import PictureSummary
 __all__ = ["Source", "draw_source", "model_source", "output_source"]
 
 MAX_GRID_AXES = 4
+MAGNIFY_ABOVE = 3.0  # a lone panel this much longer than wide also gets a magnified twin
+MAX_MAGNIFY = 16
 QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was class 6's)
 
 
@@ -179,6 +181,23 @@ def _on_the_boundary(limits, bins, margin_bins):
     return limits, bins, count * max(1, int(np.ceil(margin_bins / count)))
 
 
+def _magnify(limits, placed, stretch):
+    """``{pair: (side, k)}`` for a lone panel whose equal aspect would leave it a sliver.
+
+    A side shorter than a third of the other (in the data's units) is also
+    drawn ``k`` times magnified, in a panel of its own beside the true shape.
+    """
+    if stretch or len(placed) != 1:
+        return {}
+    pair = placed[0][2]
+    spans = [limits[a, 1] - limits[a, 0] for a in pair]
+    short = int(np.argmin(spans))
+    ratio = spans[1 - short] / spans[short]
+    if not ratio >= MAGNIFY_ABOVE:
+        return {}
+    return {pair: (short, int(min(np.floor(ratio), MAX_MAGNIFY)))}
+
+
 def _plane_scores(source, i, j):
     """``z[i], z[j] -> scores`` of the linear rule at the plane's points: (A (2, K), b (K,))."""
     comps = source.components[[i, j]]
@@ -322,7 +341,8 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     if binary is not None:
         limits, bins, margin_bins = _on_the_boundary(limits, bins, margin_bins)
     summary = PictureSummary(classmap, limits, pairs, bins, margin_bins=margin_bins,
-                             binary=binary, choice=_choice(source))
+                             binary=binary, choice=_choice(source),
+                             magnify=_magnify(limits, placed, stretch))
     names = [n for n in ("z", "label", "y", "predicted") if n in source.blocks.arrays]
     stream(source.blocks, summary.add, names)
     return summary, placed
@@ -406,13 +426,24 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     qda_model = model.qda() if qda else None
     names = source.axis_names
     panels = []
+    magnified = None
     for r, c, (i, j) in placed:
         lim = (summary.limits[i], summary.limits[j])
         panels.append((r, c, figmod.Panel(
-            summary.grids[(i, j)], lim, f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}",
+            summary.grid((i, j)), lim, f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}",
             boundary=_boundary_drawer(source, i, j, qda_model))))
+        if (i, j) in summary.magnify:
+            side, k = summary.magnify[(i, j)]
+            which = (i, j)[side]
+            labels = [f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}"]
+            labels[side] = f"z[{which}] magnified {k}x"
+            magnified = figmod.Panel(
+                summary.grids[(i, j)], lim, *labels,
+                f"z[{which}] magnified {k}x (true shape: left)",
+                boundary=_boundary_drawer(source, i, j, qda_model), magnify=(side, k))
     if len(placed) == 1:
-        panels[0][2].title = "boundary-preserving projection"
+        panels[0][2].title = ("true shape (equal aspect)" if magnified is not None
+                              else "boundary-preserving projection")
     n = summary.n
     binary = summary.binary
     margin = {"margin": summary.margin, "limits": summary.limits[0], "colors": colors,
@@ -471,6 +502,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
                 f"{'true class (y)' if source.labels_are == 'y' else 'predicted class'} · "
                 f"{source.model_text}")
     fig = figmod.draw(panels, title=title, subtitle=subtitle, legend=legend, colors=colors,
-                      margin=margin, pca=pca, notes=notes, stretch=stretch, size=size, dpi=dpi)
+                      margin=margin, pca=pca, notes=notes, stretch=stretch, size=size, dpi=dpi,
+                      magnified=magnified)
     fig.streamproj_summary = summary
     return fig

@@ -60,6 +60,10 @@ def add_keys(flat, keys, lock):
         np.add.at(flat, keys, one)
 
 
+def _finer(bins, side, k):
+    return tuple(n * k if a == side else n for a, n in enumerate(bins))
+
+
 class PictureSummary:
     """Sums over rows for the static picture (thread-safe :meth:`add`).
 
@@ -78,14 +82,20 @@ class PictureSummary:
     choice : callable or None
         ``choice(z)`` is the class the picture shows at each row's point
         (for the agreement with ``predicted``); None skips the agreement.
+    magnify : dict of pair to (side, k), optional
+        Pairs whose grid is counted ``k`` times finer along side 0 (x) or 1
+        (y) than ``bins`` would make it square: :meth:`grid` sums the fine
+        cells back, and the fine grid draws a magnified panel of the same rows.
     """
 
     def __init__(self, classmap, limits, pairs, bins, margin_bins=200, binary=None,
-                 choice=None):
+                 choice=None, magnify=None):
         self.classmap = classmap
         self.limits = np.asarray(limits, dtype=np.float64)
         self.pairs = list(pairs)
-        self.bins = dict(bins)
+        self.magnify = dict(magnify or {})
+        self.bins = {p: _finer(b, *self.magnify[p]) if p in self.magnify else tuple(b)
+                     for p, b in dict(bins).items()}
         nb = classmap.n_buckets
         self.grids = {p: np.zeros((nb, *self.bins[p]), dtype=np.int64) for p in self.pairs}
         self.outside = dict.fromkeys(self.pairs, 0)
@@ -97,6 +107,17 @@ class PictureSummary:
         self.choice = choice
         self.labelled = self.correct = self.predicted = self.agree = 0
         self._lock = threading.Lock()
+
+    def grid(self, pair):
+        """The counts of ``pair`` in its square cells (fine cells of a magnified pair summed)."""
+        grid = self.grids[pair]
+        if pair not in self.magnify:
+            return grid
+        side, k = self.magnify[pair]
+        nb, bx, by = grid.shape
+        if side == 0:
+            return grid.reshape(nb, bx // k, k, by).sum(axis=2)
+        return grid.reshape(nb, bx, by // k, k).sum(axis=3)
 
     @property
     def n(self):
