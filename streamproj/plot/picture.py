@@ -277,7 +277,7 @@ def _linear_regions(ax, limits, A, b, color, style="-", lw=1.4, samples=4001):
 def _line_in_box(normal, offset, xlim, ylim):
     """The segment of the line ``normal · z + offset = 0`` inside the box; None if it misses."""
     nx, ny = normal
-    points = []
+    points: list[tuple[float, float]] = []
     if abs(ny) > 0:
         for x in xlim:
             y = -(offset + nx * x) / ny
@@ -290,13 +290,13 @@ def _line_in_box(normal, offset, xlim, ylim):
                 points.append((x, y))
     if len(points) < 2:
         return None
-    points = np.asarray(points)
+    found = np.asarray(points)
     # the two points farthest apart (a corner can be found twice)
-    far = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    far = np.linalg.norm(found[:, None] - found[None], axis=-1)
     a, c = np.unravel_index(np.argmax(far), far.shape)
     if far[a, c] == 0:
         return None
-    return points[a], points[c]
+    return found[a], found[c]
 
 
 def _regions(ax, limits, scores, color, style):
@@ -438,7 +438,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
             labels = [f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}"]
             labels[side] = f"z[{which}] magnified {k}x"
             magnified = figmod.Panel(
-                summary.grids[(i, j)], lim, *labels,
+                summary.grids[(i, j)], lim, labels[0], labels[1],
                 f"z[{which}] magnified {k}x (true shape: left)",
                 boundary=_boundary_drawer(source, i, j, qda_model), magnify=(side, k))
     if len(placed) == 1:
