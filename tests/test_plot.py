@@ -253,6 +253,32 @@ def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected
                            ).streamproj_magnified == []
 
 
+def test_classes_mostly_outside_are_named_and_a_few_rows_are_ticks_not_spikes():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(20_000, 4)) * [3.0, 1.0, 1.0, 1.0]
+    y = (X[:, 0] > 0).astype(int)
+    X[:5, 1] += 40.0  # class 2: five rows, far off the bulk in z[1]
+    X[5:40, 1] -= 0.5  # class 3: 35 rows inside it
+    y[:5], y[5:40] = 2, 3
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y)
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "class 2: 5 of its 5 rows (100%) fall outside the limits" in text
+    assert "class 3:" not in text
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "2 (5)" in labels  # the legend counts every row of a class, drawn or not
+    margin = next(ax for ax in fig.axes if ax.get_ylabel().startswith("density"))
+    ticks = [line for line in margin.get_lines() if line.get_marker() == "|"]
+    assert len(ticks) == 2  # classes 2 and 3
+    assert sum(len(line.get_xdata()) for line in ticks) <= 5 + 35
+    # the densities' scale is the big classes': a 35-row class no longer sets it
+    summary = fig.streamproj_summary
+    width = np.diff(summary.limits[0])[0] / summary.margin_bins
+    big = [k for k in range(len(summary.rows)) if summary.rows[k] >= 200]
+    top = max((summary.margin[k] / (summary.rows[k] * width)).max() for k in big)
+    assert margin.get_ylim()[1] < 1.2 * top
+
+
 def test_two_fully_overlapping_classes_render_as_a_mixed_colour():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40_000, 4))

@@ -23,6 +23,7 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 OTHER_COLOR = "#8C8C8C"
 MIN_ALPHA = 0.25
 BOUNDARY_COLOR = "#111111"
+MIN_DENSITY_ROWS = 200  # fewer rows of a class: the margin panel draws them as ticks
 
 
 def _lab(rgb):
@@ -168,7 +169,11 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
 
 
 def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label):
-    """Per-class densities of z[0] (each class integrates to 1), boundary at 0."""
+    """Per-class densities of z[0] (each class integrates to 1), boundary at 0.
+
+    A class of fewer than ``MIN_DENSITY_ROWS`` rows is drawn as ticks where
+    its rows are (when another class has more).
+    """
     lo, hi = limits
     nbins = margin.shape[1]
     edges = np.linspace(lo, hi, nbins + 1)
@@ -177,15 +182,27 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
 
     lines = []
     top = 0.0
+    # a class of a few rows is a handful of spikes far above every other density: its
+    # rows are drawn as ticks on the axis instead, and the scale is the other classes'
+    few = [bool(0 < r < MIN_DENSITY_ROWS) for r in rows]
+    if all(f for f, r in zip(few, rows, strict=True) if r):
+        few = [False] * len(few)
+    centres = (edges[:-1] + edges[1:]) / 2
     for k in range(margin.shape[0]):
         if rows[k] == 0:
             continue
-        dens = margin[k] / (rows[k] * width)
-        top = max(top, float(dens.max()))
-        # as ax.stairs draws them, without its costly data-limit update (limits are set below)
-        ax.add_artist(StepPatch(dens, edges, baseline=0, facecolor=colors[k], linewidth=0,
-                                alpha=0.25, fill=True))
-        ax.add_artist(StepPatch(dens, edges, baseline=0, edgecolor=colors[k], lw=1.4, fill=False))
+        if few[k]:
+            at = centres[margin[k] > 0]
+            ax.plot(at, np.full(at.shape, 0.03), ls="none", marker="|", ms=9, mew=1.6,
+                    color=colors[k], transform=ax.get_xaxis_transform(), clip_on=False)
+        else:
+            dens = margin[k] / (rows[k] * width)
+            top = max(top, float(dens.max()))
+            # as ax.stairs draws them, without its costly data-limit update (limits set below)
+            ax.add_artist(StepPatch(dens, edges, baseline=0, facecolor=colors[k], linewidth=0,
+                                    alpha=0.25, fill=True))
+            ax.add_artist(StepPatch(dens, edges, baseline=0, edgecolor=colors[k], lw=1.4,
+                                    fill=False))
         if binary is not None and k in binary:
             side = "> 0" if k == binary[0] else "≤ 0"
             lines.append(f"{names[k]}: {wrong[k] / rows[k]:.1%} of {rows[k]:,} on the wrong side "

@@ -31,7 +31,9 @@ from .summary import PictureSummary
 __all__ = ["Source", "draw_source", "model_source", "output_source"]
 
 MAX_GRID_AXES = 4
-MAGNIFY_ABOVE = 3.0  # a lone panel this much longer than wide also gets a magnified twin
+# A lone panel this many times taller than wide (x short), or wider than tall (y short: it
+# spreads over the figure's width), also gets a magnified twin.
+MAGNIFY_ABOVE = (3.0, 6.0)
 MAX_MAGNIFY = 16
 QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was class 6's)
 
@@ -184,8 +186,9 @@ def _on_the_boundary(limits, bins, margin_bins):
 def _magnify(limits, placed, stretch):
     """``{pair: (side, k)}`` for a lone panel whose equal aspect would leave it a sliver.
 
-    A side shorter than a third of the other (in the data's units) is also
-    drawn ``k`` times magnified, in a panel of its own beside the true shape.
+    A side ``MAGNIFY_ABOVE`` times shorter than the other (in the data's
+    units) is also drawn ``k`` times magnified, in a panel of its own beside
+    the true shape.
     """
     if stretch or len(placed) != 1:
         return {}
@@ -193,7 +196,7 @@ def _magnify(limits, placed, stretch):
     spans = [limits[a, 1] - limits[a, 0] for a in pair]
     short = int(np.argmin(spans))
     ratio = spans[1 - short] / spans[short]
-    if not ratio >= MAGNIFY_ABOVE:
+    if not ratio >= MAGNIFY_ABOVE[short]:
         return {}
     return {pair: (short, int(min(np.floor(ratio), MAX_MAGNIFY)))}
 
@@ -405,6 +408,20 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
                         note=text)
 
 
+def _classes_outside(summary, share=0.1, most=3):
+    """Notes for the classes of which ``share`` or more of the rows fall outside some panel."""
+    cm, rows = summary.classmap, summary.rows
+    worst = np.max(np.stack(list(summary.outside_rows.values())), axis=0)
+    hit = [k for k in np.argsort(-worst / np.maximum(rows, 1), kind="stable")
+           if rows[k] and worst[k] >= share * rows[k]]
+    lines = [f"class {cm.names[k]}: {worst[k]:,} of its {rows[k]:,} rows "
+             f"({worst[k] / rows[k]:.0%}) fall outside the limits" for k in hit[:most]]
+    if len(hit) > most:
+        lines.append(f"and {len(hit) - most} more classes with {share:.0%} or more of their rows "
+                     "outside")
+    return lines
+
+
 def _wrong_side(summary):
     if summary.binary is None:
         return []
@@ -481,6 +498,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         notes.append(f"the picture agrees with the classifier on "
                      f"{summary.agree / summary.predicted:.2%} of rows ({where})")
     outside = max(summary.outside.values())
+    notes.extend(_classes_outside(summary))
     notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "
                  f"padded 5 %; {outside:,} of {n:,} rows ({outside / max(n, 1):.2%}) fall outside "
                  "and are not drawn")

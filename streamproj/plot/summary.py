@@ -99,6 +99,8 @@ class PictureSummary:
         nb = classmap.n_buckets
         self.grids = {p: np.zeros((nb, *self.bins[p]), dtype=np.int64) for p in self.pairs}
         self.outside = dict.fromkeys(self.pairs, 0)
+        # per class too: a small class can lie wholly outside, which a total hides
+        self.outside_rows = {p: np.zeros(classmap.n_buckets, dtype=np.int64) for p in self.pairs}
         self.margin_bins = margin_bins
         self.margin = np.zeros((nb, margin_bins), dtype=np.int64)
         self.rows = np.zeros(nb, dtype=np.int64)
@@ -138,8 +140,11 @@ class PictureSummary:
             lim = (self.limits[i], self.limits[j])
             keys, inside = cell_keys(z[:, i], z[:, j], bucket, lim, self.bins[pair])
             add_keys(self.grids[pair].reshape(-1), keys, self._lock)
-            with self._lock:
-                self.outside[pair] += int(inside.size - keys.size)
+            if keys.size < inside.size:
+                out = np.bincount(bucket[~inside], minlength=nb)
+                with self._lock:
+                    self.outside[pair] += int(inside.size - keys.size)
+                    self.outside_rows[pair] += out
         lo, hi = self.limits[0]
         f = (z0 - lo) * (self.margin_bins / (hi - lo))
         ok = (f >= 0) & (f < self.margin_bins)
