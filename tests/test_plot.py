@@ -736,7 +736,7 @@ def test_two_class_cells_have_an_edge_exactly_on_the_boundary(projected):
     assert abs(margin_edge - round(margin_edge)) < 1e-9
 
 
-@pytest.mark.parametrize(("k", "least"), [(8, 25), (24, 25), (50, 25), (199, 12)])
+@pytest.mark.parametrize(("k", "least"), [(8, 25), (14, 26), (24, 26), (50, 24), (199, 13)])
 def test_every_class_colour_is_distinct_from_the_others_and_from_other_grey(k, least):
     from streamproj.plot.figure import OTHER_COLOR, _lab, bucket_colors
 
@@ -747,6 +747,8 @@ def test_every_class_colour_is_distinct_from_the_others_and_from_other_grey(k, l
     gap = np.linalg.norm(lab[:, None] - lab[None], axis=-1)
     np.fill_diagonal(gap, np.inf)
     assert gap.min() >= least  # CIE76 distance; 2.3 is "just noticeable"; tab20 reuse gave 0
+    # the first eight past the palette are muted (the gamut's farthest were pure blue, lime...)
+    assert np.all(np.hypot(lab[8:min(k, 16), 1], lab[8:min(k, 16), 2]) <= 80)
     np.testing.assert_allclose(_lab([[1.0, 1.0, 1.0]]), [[100.0, 0.0, 0.0]], atol=0.01)
 
 

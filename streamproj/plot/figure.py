@@ -22,6 +22,7 @@ __all__ = ["OTHER_COLOR", "PALETTE", "Panel", "draw", "shade"]
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#882255"]
 OTHER_COLOR = "#8C8C8C"
 MIN_ALPHA = 0.25
+SOFT_EXTRA = 8  # colours past the palette taken from muted tones before the whole gamut
 BOUNDARY_COLOR = "#111111"
 MIN_DENSITY_ROWS = 200  # fewer rows of a class: the margin panel draws them as ticks
 
@@ -46,7 +47,8 @@ def _extra_colors(count):
 
     Greedy farthest-point choice over a grid of sRGB colours: not greyish
     (grey is "other"), not so light that it vanishes on white, not so dark
-    that it reads as the boundary's black. Deterministic.
+    that it reads as the boundary's black; the first ``SOFT_EXTRA`` also not
+    fully saturated. Deterministic.
     """
     from matplotlib.colors import to_rgb
 
@@ -55,12 +57,15 @@ def _extra_colors(count):
     lab = _lab(grid)
     chroma = np.hypot(lab[:, 1], lab[:, 2])
     ok = (chroma >= 25) & (lab[:, 0] >= 30) & (lab[:, 0] <= 88)
-    grid, lab = grid[ok], lab[ok]
+    grid, lab, chroma = grid[ok], lab[ok], chroma[ok]
+    # the first few from muted, mid-light colours, as the palette's own: the farthest points
+    # of the whole gamut are pure blue, lime and magenta, harsh beside it
+    soft = (chroma <= 80) & (lab[:, 0] >= 35) & (lab[:, 0] <= 80)
     taken = _lab([to_rgb(c) for c in [*PALETTE, OTHER_COLOR, BOUNDARY_COLOR, "#ffffff"]])
     nearest = np.min(np.linalg.norm(lab[:, None] - taken[None], axis=-1), axis=1)
     picked = []
-    for _ in range(count):
-        best = int(np.argmax(nearest))
+    for n in range(count):
+        best = int(np.argmax(np.where(soft, nearest, -1.0) if n < SOFT_EXTRA else nearest))
         picked.append(tuple(grid[best]))
         nearest = np.minimum(nearest, np.linalg.norm(lab - lab[best], axis=1))
     return picked
