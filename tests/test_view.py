@@ -245,12 +245,15 @@ def test_browser_hover_shows_the_pyramids_counts(page_of, two_class_view):
         hover = page.evaluate("window.streamproj.hover")
         if not hover or hover["counts"] is None:
             continue
-        shown = page.eval_on_selector_all("#sp-tip td[data-count]",
-                                          "els => els.map(e => +e.dataset.count)")
+        shown = page.eval_on_selector_all(
+            "#sp-tip tr[data-bucket]", "els => els.map(e => [+e.dataset.bucket,"
+            " +e.querySelector('td[data-count]').dataset.count])")
         truth = levels[hover["level"]][:, hover["ix"], hover["iy"]]
-        assert shown == truth[: len(shown)].tolist()
+        # the classes present in the cell, largest first
+        want = sorted(((k, int(v)) for k, v in enumerate(truth) if v), key=lambda kv: -kv[1])
+        assert [tuple(row) for row in shown] == want
         assert hover["counts"] == truth.tolist()
-        checked += sum(shown)
+        checked += sum(v for _, v in shown)
     assert checked > 0
     assert problems == []
 
@@ -323,3 +326,31 @@ def test_a_cloud_far_from_the_boundary_keeps_its_resolution():
     coarse = p.cell * 32
     assert abs(p.extent[0, 0] / coarse - round(p.extent[0, 0] / coarse)) < 1e-9
     assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # not a handful of cells
+
+
+@pytest.fixture(scope="module")
+def many_class_view():
+    X, y = make_classes(n=20_000, p=4, k=12, seed=5, spread=2.0)
+    m = sp.BoundaryProjector().fit(X, y)
+    return view_projection(m, X, y, top=12)
+
+
+def test_browser_hover_lists_only_the_classes_in_the_cell_largest_first(page_of, many_class_view):
+    page, problems = page_of(many_class_view)
+    box = page.locator("#sp-canvas").bounding_box()
+    levels = many_class_view.pyramid.levels()
+    checked = 0
+    for fx, fy in [(0.5, 0.5), (0.45, 0.55), (0.55, 0.45), (0.4, 0.6), (0.6, 0.4)]:
+        page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+        hover = page.evaluate("window.streamproj.hover")
+        if not hover or hover["counts"] is None:
+            continue
+        truth = levels[hover["level"]][:, hover["ix"], hover["iy"]]
+        shown = page.eval_on_selector_all("#sp-tip td[data-count]",
+                                          "els => els.map(e => +e.dataset.count)")
+        assert shown == sorted((int(v) for v in truth if v), reverse=True)  # no rows of 0
+        total = page.inner_text("#sp-tip tr:last-child td.n")
+        assert int(total.replace(",", "")) == int(truth.sum())
+        checked += 1 if 0 < len(shown) < len(truth) - 1 else 0
+    assert checked > 0  # some cell held some of the 12 classes, not all
+    assert problems == []

@@ -248,9 +248,13 @@
       const edge = (v) => (Math.abs(v) < 1e-9 * c.cell ? 0 : v);
       const x = edge(x0 + c.ix * c.cell), y = edge(y0 + c.iy * c.cell);
       html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cell))}<table>`;
+      // the classes present in the cell, largest first (a cell of 200 classes holds a few)
+      const present = [];
+      c.counts.forEach((v, k) => { if (v) present.push(k); });
+      present.sort((a, b) => c.counts[b] - c.counts[a]);
       let total = 0;
-      c.counts.forEach((v, k) => {
-        if (!v && k === B - 1) return;
+      present.forEach((k) => {
+        const v = c.counts[k];
         total += v;
         html += `<tr data-bucket="${k}"${hidden[k] ? ' style="opacity:0.45"' : ""}><td><span class="sw" style="background:${M.colors[k]}"></span>${M.names[k]}${hidden[k] ? " (hidden)" : ""}</td><td class="n" data-count="${v}">${v.toLocaleString()}</td></tr>`;
       });
