@@ -354,3 +354,47 @@ def test_browser_hover_lists_only_the_classes_in_the_cell_largest_first(page_of,
         checked += 1 if 0 < len(shown) < len(truth) - 1 else 0
     assert checked > 0  # some cell held some of the 12 classes, not all
     assert problems == []
+
+
+def test_pyramid_counts_each_class_over_all_rows_those_outside_and_not_finite_included():
+    rng = np.random.default_rng(4)
+    z = rng.normal(size=(20_000, 2))
+    y = rng.integers(0, 2, size=20_000)
+    z[:5], y[:5] = [500.0, 0.0], 2  # a class of 5 rows, all far outside the extent
+    z[5:8, 1] = np.nan  # rows the view cannot place
+    y[5:8] = 1
+    p = Pyramid(ClassMap(np.arange(3)), np.array([[-4.0, 4.0], [-4.0, 4.0]]), finest=64)
+    stream(Blocks({"z": z, "label": y}, block_rows=1000), p.add, workers=2)
+    inside = p.counts.sum(axis=(1, 2))
+    (x0, x1), (y0, y1) = p.extent
+    drawn = (z[:, 0] >= x0) & (z[:, 0] < x1) & (z[:, 1] >= y0) & (z[:, 1] < y1)
+    np.testing.assert_array_equal(inside, np.bincount(y[drawn], minlength=4))
+    np.testing.assert_array_equal(p.totals, np.bincount(y, minlength=4))  # "other" last: none
+    assert p.outside == np.count_nonzero(~drawn)
+    assert p.non_finite == 3
+
+
+@pytest.fixture(scope="module")
+def stray_class_view():
+    """Two big classes and a class of 5 rows far from them, outside the view's extent."""
+    X, y = make_classes(n=60_000, p=4, k=2, seed=7, spread=3.0)
+    X = np.vstack([X, np.full((5, 4), 200.0)])
+    y = np.concatenate([y, [2] * 5])
+    m = sp.BoundaryProjector().fit(X, y)
+    return view_projection(m, X, y)
+
+
+def test_browser_legend_gives_each_classs_rows_and_how_many_are_drawn(page_of, stray_class_view):
+    p = stray_class_view.pyramid
+    assert p.outside == 5
+    assert p.counts[2].sum() == 0
+    page, problems = page_of(stray_class_view)
+    legend = page.eval_on_selector_all("#sp-legend li[data-bucket]",
+                                       "els => els.map(e => e.textContent)")
+    drawn = p.counts.sum(axis=(1, 2))
+    assert legend[:2] == [f"{k} ({drawn[k]:,})" for k in range(2)]  # all drawn: just the rows
+    assert legend[2] == "2 (5 rows, 0 drawn)"
+    notes = page.inner_text("#sp-notes")
+    assert "5 rows (< 0.01 %) lie outside" in notes
+    assert "0.00 %" not in notes
+    assert problems == []

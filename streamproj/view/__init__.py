@@ -124,7 +124,9 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
                      f" · {source.model_text}"),
         "names": classmap.names,
         "colors": _colors_hex(classmap),
-        "rows": rows.tolist(),
+        "rows": rows.tolist(),  # drawn: inside the extent
+        "totals": pyramid.totals.tolist(),  # all rows of each class
+        "non_finite": pyramid.non_finite,
         "n": blocks.n,
         "xlabel": f"z[{i}]: {names[i]}",
         "ylabel": f"z[{j}]: {names[j]}",

@@ -118,6 +118,10 @@ class Pyramid:
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
         self.outside = 0
+        # rows outside the extent per bucket, and those of them with a non-finite coordinate:
+        # with the counts, every class's rows (a small class may lie wholly outside)
+        self.outside_by_bucket = np.zeros(classmap.n_buckets, dtype=np.int64)
+        self.non_finite = 0
         self.tiles, self.per_tile = tiles, per_tile
         self._shift = (int(np.log2(shape[0])), int(np.log2(shape[1])))  # cells are 2^k a side
         self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)
@@ -167,10 +171,16 @@ class Pyramid:
         bucket = self.classmap.index(block["label"])
         inside, ix, iy, tile = self._cells(x, y)
         gx, gy = self.shape
+        out_b, non_finite = None, 0
         if inside is None:
             b, rows, n_inside = bucket, np.arange(start, start + x.size), x.size
         else:
             b, rows, n_inside = bucket[inside], inside + start, inside.size
+            if n_inside < x.size:  # only blocks with rows outside pay for these
+                out = np.ones(x.size, dtype=bool)
+                out[inside] = False
+                out_b = np.bincount(bucket[out], minlength=self.classmap.n_buckets)
+                non_finite = int(np.count_nonzero(~(np.isfinite(x[out]) & np.isfinite(y[out]))))
         keys = b * gx
         keys += ix
         keys *= gy
@@ -184,6 +194,9 @@ class Pyramid:
         batch = None
         with self._lock:
             self.outside += int(x.size - n_inside)
+            if out_b is not None:
+                self.outside_by_bucket += out_b
+                self.non_finite += non_finite
             if keep.size:
                 self._pending.append(cand)
                 self._pending_rows += keep.size
@@ -237,6 +250,11 @@ class Pyramid:
         finally:
             with self._lock:
                 self._merging = False
+
+    @property
+    def totals(self):
+        """Rows per bucket (B,), those outside the extent included."""
+        return self.counts.sum(axis=(1, 2), dtype=np.int64) + self.outside_by_bucket
 
     @property
     def n(self):

@@ -280,15 +280,33 @@
     render();
   }
 
+  function pct(v) {
+    const p = 100 * v / Math.max(M.n, 1);
+    return v && p < 0.01 ? "< 0.01 %" : `${p.toFixed(2)} %`;
+  }
+  function outsideNote() {
+    const nf = M.non_finite || 0, far = M.outside - nf;
+    if (!M.outside) return "Every row lies inside the view's extent. ";
+    return (far ? `${far.toLocaleString()} rows (${pct(far)}) lie outside the view's extent and are not drawn. ` : "") +
+      (nf ? `${nf.toLocaleString()} rows (${pct(nf)}) have a non-finite z and are not drawn. ` : "") +
+      "The legend gives each class's rows and how many are drawn. ";
+  }
+
   function setup() {
     document.getElementById("sp-title").textContent = M.title;
     document.getElementById("sp-subtitle").textContent = M.subtitle;
     const ul = document.getElementById("sp-legend");
+    const totals = M.totals || M.rows;
     M.names.forEach((name, k) => {
-      if (!M.rows[k] && k === B - 1) return;
+      if (!totals[k] && k === B - 1) return;
       const li = document.createElement("li");
       li.dataset.bucket = k;
-      li.innerHTML = `<span class="sw" style="background:${M.colors[k]}"></span>${name} <span style="color:#666">(${Math.round(M.rows[k]).toLocaleString()})</span>`;
+      // the class's rows; where some lie outside the extent (or are not finite), how many are drawn
+      const all = Math.round(totals[k]), drawn = Math.round(M.rows[k]);
+      const count = drawn === all ? all.toLocaleString()
+        : `${all.toLocaleString()} rows, ${drawn.toLocaleString()} drawn`;
+      if (drawn !== all) li.title = `${(all - drawn).toLocaleString()} of its rows lie outside the view's extent or have a non-finite z`;
+      li.innerHTML = `<span class="sw" style="background:${M.colors[k]}"></span>${name} <span style="color:#666">(${count})</span>`;
       li.addEventListener("click", () => toggle(k));
       ul.appendChild(li);
     });
@@ -302,7 +320,7 @@
       `${M.n.toLocaleString()} rows in ${M.levels.length} zoom levels (finest ${last.gx} x ${last.gy} cells` +
       (M.levels.length < M.levels_built ? `; ${M.levels_built - M.levels.length} finer levels over the file's size budget` : "") +
       `), plus ${M.points.count.toLocaleString()} sampled rows drawn with their row index beyond the finest level. ` +
-      `${M.outside.toLocaleString()} rows (${(100 * M.outside / Math.max(M.n, 1)).toFixed(2)} %) lie outside the view's extent and are not drawn. ` +
+      outsideNote() +
       (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, the rest are 'other'.` : "");
     let drag = null;
     canvas.addEventListener("wheel", (e) => {
