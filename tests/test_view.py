@@ -398,3 +398,57 @@ def test_browser_legend_gives_each_classs_rows_and_how_many_are_drawn(page_of, s
     assert "5 rows (< 0.01 %) lie outside" in notes
     assert "0.00 %" not in notes
     assert problems == []
+
+
+def _zoom_to_finest_cell(page, view, px):
+    """Zoom about the plot's centre until the finest cells are ``px`` screen pixels a side."""
+    s = page.evaluate("window.streamproj.state().s")
+    page.evaluate("(f) => { const r = window.streamproj.plotRect();"
+                  " window.streamproj.zoom(f, r.l + r.w / 2, r.t + r.h / 2); }",
+                  px / (view.pyramid.cell * s))
+
+
+def test_browser_sampled_rows_only_where_cells_are_big_and_the_density_shows_through(
+        page_of, two_class_view):
+    page, problems = page_of(two_class_view)
+    # finest cells of 4 px: the cells are the detail, no points yet
+    _zoom_to_finest_cell(page, two_class_view, 4)
+    assert page.evaluate("window.streamproj.state().level") == len(two_class_view.pyramid.levels()) - 1
+    assert page.evaluate("window.streamproj.state().pointsShown") == 0
+    # cells of 20 px: the points, small, a bounded number, the cells visible around them
+    _zoom_to_finest_cell(page, two_class_view, 20)
+    state = page.evaluate("window.streamproj.state()")
+    assert 0 < state["pointsShown"] <= state["pointsCap"]
+    with_points = page.evaluate(PIXELS)
+    page.uncheck("#sp-points")
+    assert page.evaluate("window.streamproj.state().pointsShown") == 0
+    without = page.evaluate(PIXELS)
+    page.check("#sp-points")
+    area = page.evaluate("() => { const c = document.getElementById('sp-canvas');"
+                         " return c.width * c.height; }")
+    # each small dot changes a few pixels; the ink of the cells stays (they are not hidden)
+    assert without["ink"] > 0.5 * with_points["ink"]
+    assert with_points["sum"] != without["sum"]
+    dot_pixels = page.evaluate("""() => { const s = window.streamproj; const c = document.getElementById('sp-canvas');
+      const ctx = c.getContext('2d'); const a = ctx.getImageData(0, 0, c.width, c.height).data;
+      s.showPoints(false); const b = ctx.getImageData(0, 0, c.width, c.height).data; s.showPoints(true);
+      let n = 0; for (let i = 0; i < a.length; i += 4)
+        if (Math.abs(a[i] - b[i]) + Math.abs(a[i + 1] - b[i + 1]) + Math.abs(a[i + 2] - b[i + 2]) > 30) n++;
+      return n; }""")
+    dpr = page.evaluate("window.devicePixelRatio")
+    assert dot_pixels <= 16 * dpr * dpr * state["pointsShown"]  # at most ~4 x 4 px a dot
+    assert dot_pixels < 0.15 * area
+    notes = page.inner_text("#sp-notes")
+    assert "sample" in notes
+    assert problems == []
+
+
+def test_notes_say_the_sample_is_not_proportional_when_it_thins(page_of):
+    X, y = make_classes(n=60_000, p=4, k=2, seed=3, spread=3.0)
+    m = sp.BoundaryProjector().fit(X, y)
+    view = view_projection(m, X, y, tiles=8, per_tile=20)  # far fewer than the rows
+    page, problems = page_of(view)
+    notes = page.inner_text("#sp-notes")
+    assert "at most 20 rows in each of 8 x 8 tiles" in notes
+    assert "not proportional to the rows" in notes
+    assert problems == []

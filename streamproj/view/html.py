@@ -85,7 +85,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         encoded.append({"gx": gx, "gy": gy, "cell": cell, "dtype": dtype, "data": blob,
                         "vmax": _densest(counts)})
     points = {"count": int(order.size), "xy": points_blobs[0], "bucket": points_blobs[1],
-              "row": points_blobs[2]}
+              "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile}
     payload = dict(meta)
     payload.update({
         "extent": pyramid.extent.tolist(),

@@ -114,11 +114,8 @@
       offctx.putImageData(img, 0, 0);
       const [sx, sy] = toScreen(x0 + ix0 * cs, y0 + iy1 * cs);
       ctx.imageSmoothingEnabled = false;
-      // beyond the finest level the sampled rows are the detail: fade the cells under them
-      ctx.globalAlpha = li === levels.length - 1 && cs * view.s >= 2 ? 0.45 : 1;
       ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cs * view.s, ny * cs * view.s);
     }
-    ctx.globalAlpha = 1;
     drawPoints(li);
     drawBoundary(r);
     ctx.restore();
@@ -127,26 +124,41 @@
     api.level = li;
     document.getElementById("sp-status").textContent =
       `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${fmt(cs)})` +
-      (pointsShown ? ` · ${pointsShown.toLocaleString()} sampled rows drawn` : "");
+      (pointsShown ? ` · ${pointsShown < pointsInView ? `${pointsShown.toLocaleString()} of ${pointsInView.toLocaleString()}`
+        : pointsShown.toLocaleString()} sampled rows drawn` : "");
   }
 
-  let pointsShown = 0, drawnPoints = [];
+  // The sampled rows show where rows lie inside a cell: only once the finest cells are
+  // POINTS_FROM px a side (smaller, the cells say as much), fading in up to twice that, as
+  // small dots that leave the cells visible, and at most POINTS_CAP at once.
+  const POINTS_FROM = 8, POINTS_CAP = 2000, DOT = 1.3;
+  let pointsShown = 0, pointsInView = 0, drawnPoints = [], pointsOn = true;
   function drawPoints(li) {
-    pointsShown = 0; drawnPoints = [];
-    if (!points || li < levels.length - 1) return;
+    pointsShown = 0; pointsInView = 0; drawnPoints = [];
+    if (!points || !pointsOn || li < levels.length - 1) return;
     const fine = cellSize(levels[li]) * view.s;
-    if (fine < 2) return;  // deeper than the pyramid: the sampled rows take over
-    const r = plotRect();
+    if (fine < POINTS_FROM) return;
+    const r = plotRect(), inView = [];
     for (let p = 0; p < points.count; p++) {
-      const k = points.bucket[p];
-      if (hidden[k]) continue;
+      if (hidden[points.bucket[p]]) continue;
       const [sx, sy] = toScreen(points.xy[2 * p], points.xy[2 * p + 1]);
-      if (sx < r.l || sx > r.l + r.w || sy < r.t || sy > r.t + r.h) continue;
-      ctx.fillStyle = M.colors[k];
-      ctx.strokeStyle = "#222"; ctx.lineWidth = 1;
-      ctx.beginPath(); ctx.arc(sx, sy, 3.5, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
-      drawnPoints.push(p); pointsShown++;
+      if (sx >= r.l && sx <= r.l + r.w && sy >= r.t && sy <= r.t + r.h) inView.push(p);
     }
+    pointsInView = inView.length;
+    // over the cap: an even stride through them (in row order, which the hash made unrelated
+    // to place), so every part of the screen is thinned alike
+    const step = Math.max(1, inView.length / POINTS_CAP);
+    ctx.globalAlpha = Math.min(1, fine / POINTS_FROM - 0.5);
+    ctx.strokeStyle = "rgba(0,0,0,0.55)"; ctx.lineWidth = 0.6;
+    for (let i = 0; i < inView.length && drawnPoints.length < POINTS_CAP; i += step) {
+      const p = inView[Math.floor(i)], k = points.bucket[p];
+      const [sx, sy] = toScreen(points.xy[2 * p], points.xy[2 * p + 1]);
+      ctx.fillStyle = M.colors[k];
+      ctx.beginPath(); ctx.arc(sx, sy, DOT, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+      drawnPoints.push(p);
+    }
+    ctx.globalAlpha = 1;
+    pointsShown = drawnPoints.length;
   }
 
   function drawBoundary(r) {
@@ -292,6 +304,16 @@
       "The legend gives each class's rows and how many are drawn. ";
   }
 
+  function sampleNote() {
+    const P = M.points, drawable = M.n - M.outside;
+    const what = `Dots (once the finest cells are ${POINTS_FROM} px; row index on hover) are a sample`;
+    if (P.count >= drawable) return what + ` that holds every row. `;
+    return what + `: at most ${P.per_tile} rows in each of ${P.tiles} x ${P.tiles} tiles ` +
+      `(${P.count.toLocaleString()} of ${drawable.toLocaleString()} rows), classes as mixed in the tile. ` +
+      `Dense areas are thinned and sparse ones kept whole, so the dots are not proportional to the rows ` +
+      `or to class sizes; the cells are. `;
+  }
+
   function setup() {
     document.getElementById("sp-title").textContent = M.title;
     document.getElementById("sp-subtitle").textContent = M.subtitle;
@@ -319,7 +341,7 @@
     document.getElementById("sp-notes").textContent =
       `${M.n.toLocaleString()} rows in ${M.levels.length} zoom levels (finest ${last.gx} x ${last.gy} cells` +
       (M.levels.length < M.levels_built ? `; ${M.levels_built - M.levels.length} finer levels over the file's size budget` : "") +
-      `), plus ${M.points.count.toLocaleString()} sampled rows drawn with their row index beyond the finest level. ` +
+      `). ` + sampleNote() +
       outsideNote() +
       (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, the rest are 'other'.` : "");
     let drag = null;
@@ -344,6 +366,7 @@
     document.getElementById("sp-in").addEventListener("click", () => zoom(2, ...centre()));
     document.getElementById("sp-out").addEventListener("click", () => zoom(0.5, ...centre()));
     document.getElementById("sp-reset").addEventListener("click", () => { resetView(); render(); });
+    document.getElementById("sp-points").addEventListener("change", (e) => showPoints(e.target.checked));
     window.addEventListener("resize", () => { resize(); render(); });
   }
 
@@ -363,7 +386,15 @@
     api.ready = true;
   }
 
-  api.state = () => ({ ...view, level: chooseLevel(), levels: levels.length, hidden: hidden.slice(), pointsShown });
+  function showPoints(on) {
+    pointsOn = on;
+    document.getElementById("sp-points").checked = on;
+    render();
+  }
+
+  api.state = () => ({ ...view, level: chooseLevel(), levels: levels.length, hidden: hidden.slice(), pointsShown,
+    pointsInView, pointsCap: POINTS_CAP });
+  api.showPoints = showPoints;
   api.zoom = zoom;
   api.toggle = toggle;
   api.cellAt = cellAt;
