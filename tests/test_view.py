@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_classes
+from conftest import make_classes, make_coin
 
 import streamproj as sp
 from streamproj.plot import view_projection
@@ -451,4 +451,40 @@ def test_notes_say_the_sample_is_not_proportional_when_it_thins(page_of):
     notes = page.inner_text("#sp-notes")
     assert "at most 20 rows in each of 8 x 8 tiles" in notes
     assert "not proportional to the rows" in notes
+    assert problems == []
+
+
+def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of):
+    X, y = make_coin(n=20_000, p=6, seed=4)  # z[0] some ten times narrower than z[1]
+    m = sp.BoundaryProjector().fit(X, y)
+    view = view_projection(m, X, y)
+    page, problems = page_of(view)
+    assert page.evaluate("window.streamproj.state().k") == 1  # equal aspect by default
+    equal = page.evaluate(PIXELS)
+    assert "equal" in page.inner_text("#sp-stretch")
+    assert "x" in page.get_attribute("#sp-stretch", "title")  # its key
+    page.click("#sp-stretch")
+    state = page.evaluate("window.streamproj.state()")
+    assert state["k"] > 4
+    assert state["s"] == pytest.approx(page.evaluate("window.streamproj.state().s"))
+    note = f"x magnified {state['k']:.1f}x"
+    assert state["aspect"].startswith(note)  # drawn on the canvas
+    assert f"stretched {state['k']:.1f}x" in page.inner_text("#sp-stretch")
+    assert note in page.inner_text("#sp-status")
+    stretched = page.evaluate(PIXELS)
+    assert stretched["ink"] > 3 * equal["ink"]
+    # the hover still reads the cell under the cursor, by its own edges
+    box = page.locator("#sp-canvas").bounding_box()
+    levels = view.pyramid.levels()
+    for fx in (0.3, 0.45, 0.55, 0.7):
+        page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * 0.5)
+        hover = page.evaluate("window.streamproj.hover")
+        assert hover["counts"] == levels[hover["level"]][:, hover["ix"], hover["iy"]].tolist()
+        cell = hover["cell"]
+        assert view.pyramid.extent[0][0] + hover["ix"] * cell <= hover["x"]
+        assert hover["x"] < view.pyramid.extent[0][0] + (hover["ix"] + 1) * cell
+    page.mouse.move(box["x"] + 2, box["y"] + 2)
+    page.keyboard.press("x")  # back to equal aspect
+    assert page.evaluate("window.streamproj.state().k") == 1
+    assert page.evaluate(PIXELS)["sum"] == equal["sum"]
     assert problems == []

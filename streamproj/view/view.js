@@ -31,7 +31,9 @@
   const off = document.createElement("canvas");
   const offctx = off.getContext("2d");
   let W = 0, H = 0, dpr = 1;
-  const view = { cx: 0, cy: 0, s: 1 };
+  // s: screen pixels per data unit along y; along x, s * k (k = 1: equal aspect, the default;
+  // the stretch toggle makes k fill the width with the data and says so on the canvas)
+  const view = { cx: 0, cy: 0, s: 1, k: 1 };
   let home = { cx: 0, cy: 0, s: 1 };
 
   function fmt(v) {
@@ -44,17 +46,20 @@
   function plotRect() { return { l: PAD.l, t: PAD.t, w: W - PAD.l - PAD.r, h: H - PAD.t - PAD.b }; }
   function toScreen(x, y) {
     const r = plotRect();
-    return [r.l + r.w / 2 + (x - view.cx) * view.s, r.t + r.h / 2 - (y - view.cy) * view.s];
+    return [r.l + r.w / 2 + (x - view.cx) * view.s * view.k, r.t + r.h / 2 - (y - view.cy) * view.s];
   }
   function toData(px, py) {
     const r = plotRect();
-    return [view.cx + (px - r.l - r.w / 2) / view.s, view.cy - (py - r.t - r.h / 2) / view.s];
+    return [view.cx + (px - r.l - r.w / 2) / (view.s * view.k), view.cy - (py - r.t - r.h / 2) / view.s];
   }
+
+  // screen pixels of a cell's shorter side (cells are square in data units)
+  function cellPx(cs) { return cs * view.s * Math.min(1, view.k); }
 
   function chooseLevel() {
     // the finest level whose cells are at least one screen pixel (device pixels)
     let best = 0;
-    for (let l = 0; l < levels.length; l++) if (cellSize(levels[l]) * view.s * dpr >= 1) best = l;
+    for (let l = 0; l < levels.length; l++) if (cellPx(cellSize(levels[l])) * dpr >= 1) best = l;
     return best;
   }
 
@@ -69,8 +74,30 @@
     const r = plotRect();
     const ex = M.data_extent || M.extent;
     view.cx = (ex[0][0] + ex[0][1]) / 2; view.cy = (ex[1][0] + ex[1][1]) / 2;
-    view.s = Math.min(r.w / (ex[0][1] - ex[0][0]), r.h / (ex[1][1] - ex[1][0]));
+    view.s = homeScale(view.k);
     home = { ...view };
+  }
+  function homeScale(k) {
+    const r = plotRect(), ex = M.data_extent || M.extent;
+    return Math.min(r.w / ((ex[0][1] - ex[0][0]) * k), r.h / (ex[1][1] - ex[1][0]));
+  }
+
+  // x stretched against y so that the data's extent fills the plot (or back to equal aspect);
+  // the zoom and the centre are kept
+  function aspectNote() {
+    if (view.k === 1) return "";
+    return view.k > 1 ? `x magnified ${view.k.toFixed(1)}x against y` : `y magnified ${(1 / view.k).toFixed(1)}x against x`;
+  }
+  function stretch(on) {
+    const r = plotRect(), ex = M.data_extent || M.extent;
+    const fill = (r.w / (ex[0][1] - ex[0][0])) / (r.h / (ex[1][1] - ex[1][0]));
+    const k = on === undefined ? (view.k === 1 ? fill : 1) : (on ? fill : 1);
+    const h = homeScale(k);
+    view.s *= h / home.s; view.k = k; home.s = h; home.k = k;
+    const b = document.getElementById("sp-stretch");
+    b.textContent = view.k === 1 ? "x: equal" : view.k > 1 ? `x: stretched ${view.k.toFixed(1)}x` : `x: squeezed ${(1 / view.k).toFixed(1)}x`;
+    b.classList.toggle("on", view.k !== 1);
+    render();
   }
 
   function niceTicks(lo, hi, n) {
@@ -114,15 +141,17 @@
       offctx.putImageData(img, 0, 0);
       const [sx, sy] = toScreen(x0 + ix0 * cs, y0 + iy1 * cs);
       ctx.imageSmoothingEnabled = false;
-      ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cs * view.s, ny * cs * view.s);
+      ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cs * view.s * view.k, ny * cs * view.s);
     }
     drawPoints(li);
     drawBoundary(r);
     ctx.restore();
     drawAxes(r);
+    drawAspect(r);
     updateKey(lv, cs);
     api.level = li;
     document.getElementById("sp-status").textContent =
+      (view.k !== 1 ? `${aspectNote()} · ` : "") +
       `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${fmt(cs)})` +
       (pointsShown ? ` · ${pointsShown < pointsInView ? `${pointsShown.toLocaleString()} of ${pointsInView.toLocaleString()}`
         : pointsShown.toLocaleString()} sampled rows drawn` : "");
@@ -136,7 +165,7 @@
   function drawPoints(li) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
     if (!points || !pointsOn || li < levels.length - 1) return;
-    const fine = cellSize(levels[li]) * view.s;
+    const fine = cellPx(cellSize(levels[li]));
     if (fine < POINTS_FROM) return;
     const r = plotRect(), inView = [];
     for (let p = 0; p < points.count; p++) {
@@ -206,6 +235,17 @@
     ctx.fillText(M.xlabel, r.l + r.w / 2, H - 2);
     ctx.save(); ctx.translate(12, r.t + r.h / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "middle";
     ctx.fillText(M.ylabel, 0, 0); ctx.restore();
+  }
+
+  function drawAspect(r) {
+    // a stretched picture says so on the canvas itself (a saved image keeps it)
+    const note = aspectNote();
+    if (!note) return;
+    ctx.font = "bold 12px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "top";
+    const w = ctx.measureText(note).width;
+    ctx.fillStyle = "rgba(255,255,255,0.88)"; ctx.fillRect(r.l + 1, r.t + 1, w + 12, 20);
+    ctx.strokeStyle = "#a00"; ctx.lineWidth = 1; ctx.strokeRect(r.l + 1.5, r.t + 1.5, w + 11, 19);
+    ctx.fillStyle = "#a00"; ctx.fillText(note, r.l + 7, r.t + 5);
   }
 
   function updateKey(lv, cs) {
@@ -355,7 +395,7 @@
     canvas.addEventListener("pointermove", (e) => {
       const rect = canvas.getBoundingClientRect();
       if (drag) {
-        view.cx -= (e.clientX - drag.x) / view.s; view.cy += (e.clientY - drag.y) / view.s;
+        view.cx -= (e.clientX - drag.x) / (view.s * view.k); view.cy += (e.clientY - drag.y) / view.s;
         drag = { x: e.clientX, y: e.clientY }; render();
       }
       hover(e.clientX - rect.left, e.clientY - rect.top);
@@ -366,6 +406,11 @@
     document.getElementById("sp-in").addEventListener("click", () => zoom(2, ...centre()));
     document.getElementById("sp-out").addEventListener("click", () => zoom(0.5, ...centre()));
     document.getElementById("sp-reset").addEventListener("click", () => { resetView(); render(); });
+    document.getElementById("sp-stretch").addEventListener("click", () => stretch());
+    document.addEventListener("keydown", (e) => {
+      if (e.key !== "x" || e.ctrlKey || e.metaKey || e.altKey || e.target.tagName === "INPUT") return;
+      stretch();
+    });
     document.getElementById("sp-points").addEventListener("change", (e) => showPoints(e.target.checked));
     window.addEventListener("resize", () => { resize(); render(); });
   }
@@ -393,7 +438,8 @@
   }
 
   api.state = () => ({ ...view, level: chooseLevel(), levels: levels.length, hidden: hidden.slice(), pointsShown,
-    pointsInView, pointsCap: POINTS_CAP });
+    pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote() });
+  api.stretch = stretch;
   api.showPoints = showPoints;
   api.zoom = zoom;
   api.toggle = toggle;
