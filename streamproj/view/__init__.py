@@ -4,9 +4,12 @@
 per-class density :class:`~.pyramid.Pyramid` (8-9 zoom levels) and a bounded
 hashed sample of rows, and writes them into a page (:mod:`.html`) whose
 hand-written script (``view.js``) pans, zooms, shows the per-class counts of
-the cell under the cursor, hides and shows classes from the legend, always
-draws the boundary ``z[0] = 0``, and at deep zoom draws the sampled rows with
-their row index. :class:`View` saves the page or shows it inline in Jupyter.
+the classes in the cell under the cursor, hides and shows classes from the
+legend (which gives each class's rows and how many are drawn), always draws the
+boundary ``z[0] = 0``, stretches x against y on request (and says so on the
+canvas), and once the finest cells are large draws the sampled rows as small
+dots with their row index. :class:`View` saves the page or shows it inline in
+Jupyter.
 """
 
 import html as _html
