@@ -1,8 +1,9 @@
 """Make the README's pictures: run ``streamproj demo`` and photograph its HTML view.
 
-Writes ``docs/demo.png`` (the demo's static picture) and ``docs/view.png``
+Writes ``docs/demo.png`` (the demo's static picture), ``docs/view.png``
 (the view in Debian's headless chromium, hovering a cell next to the
-boundary so that the per-class counts show).
+boundary so that the per-class counts show) and ``docs/view-stretched.png``
+(the same with z[0] stretched by the view's ``x`` key).
 
     python scripts/screenshots.py [--rows 200000] [--dir /tmp/streamproj-shots]
 """
@@ -41,8 +42,17 @@ def main(argv=None):
         page.mouse.move(box["x"] + x, box["y"] + y - 40)
         page.wait_for_timeout(300)
         page.screenshot(path=str(DOCS / "view.png"))
+        # the same view with z[0] stretched to fill the plot (key x), hovering the same place
+        page.keyboard.press("x")
+        page.wait_for_timeout(300)
+        x, y = page.evaluate("() => { const s = window.streamproj.state();"
+                             " return window.streamproj.toScreen(-1.5 / s.s, s.cy); }")
+        page.mouse.move(box["x"] + x, box["y"] + y - 40)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(DOCS / "view-stretched.png"))
         browser.close()
-    print(f"wrote {DOCS / 'demo.png'} and {DOCS / 'view.png'} from {args.rows:,} rows")
+    print(f"wrote {DOCS / 'demo.png'}, {DOCS / 'view.png'} and {DOCS / 'view-stretched.png'} "
+          f"from {args.rows:,} rows")
     return 0
 
 
