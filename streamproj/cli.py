@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 
@@ -439,12 +440,30 @@ def _error(args, message, kind):
     return 2
 
 
+def _negative_pairs(argv):
+    """``argv`` with ``--axes -1,0`` written ``--axes=-1,0``.
+
+    argparse takes a value that starts with '-' and is not one number for an
+    option, and says only "expected one argument".
+    """
+    out, at = [], 0
+    while at < len(argv):
+        if argv[at] == "--axes" and at + 1 < len(argv) and re.fullmatch(r"-[\d.,\s-]+",
+                                                                        argv[at + 1]):
+            out.append(f"--axes={argv[at + 1]}")
+            at += 2
+        else:
+            out.append(argv[at])
+            at += 1
+    return out
+
+
 def main(argv=None):
     """Run ``streamproj`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_negative_pairs(argv))
     except _UsageError as exc:
         # (with --json among the arguments, a scheduler logging stdout gets its record too)
         command = next((a for a in argv if a in parser._subcommands), None)

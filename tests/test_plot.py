@@ -507,10 +507,16 @@ def test_plot_command_html_and_errors(projected, tmp_path, capsys):
     assert "https://" not in page
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--compare-pca"])
     assert code == 2
-    assert "need the model" in capsys.readouterr().err
+    assert "--compare-pca needs the model: pass --model MODEL" in capsys.readouterr().err
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--qda"])
+    assert code == 2
+    assert "error: --qda needs the model: pass --model MODEL" in capsys.readouterr().err
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "0"])
     assert code == 2
     assert "--axes must be two numbers" in capsys.readouterr().err
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "-1,0"])
+    assert code == 2  # named as a bad pair, not argparse's "expected one argument"
+    assert "axes must be two different axes in 0..1; got (-1, 0)" in one_error_line(capsys)
     code = main(["plot", str(tmp_path / "nothing.zarr"), "--output", str(d / "g.png")])
     assert code == 2
     assert "no such input" in capsys.readouterr().err

@@ -435,7 +435,9 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
                 qda=False, X=None, size=None, dpi=100, resolution=420):
     """The whole figure for a :class:`Source`; see :func:`streamproj.plot.draw_output`."""
     if (compare_pca or qda) and model is None:
-        msg = "compare_pca and qda need the model: pass --model MODEL (model=...)"
+        asked = [name for name, on in (("--compare-pca", compare_pca), ("--qda", qda)) if on]
+        msg = (f"{' and '.join(asked)} need{'s' if len(asked) == 1 else ''} the model: pass "
+               "--model MODEL (in Python, model=...)")
         raise InputError(msg)
     summary, placed = summarize(source, axes, stretch, top, resolution)
     cm = summary.classmap
