@@ -328,6 +328,41 @@ def test_a_cloud_far_from_the_boundary_keeps_its_resolution():
     assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # not a handful of cells
 
 
+BOUNDARY_PIXELS = """() => { const c = document.getElementById('sp-canvas'), api = window.streamproj;
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, r = api.plotRect();
+  const b = api.boundary, K = b.b.length, dpr = window.devicePixelRatio || 1;
+  const score = (x, y, k) => x * b.A[0][k] + y * b.A[1][k] + b.b[k];
+  let dark = 0, worst = 0;
+  for (let py = Math.ceil(r.t + 2); py < r.t + r.h - 2; py++)
+    for (let px = Math.ceil(r.l + 2); px < r.l + r.w - 2; px++) {
+      const i = 4 * (Math.round(py * dpr) * c.width + Math.round(px * dpr));
+      if (d[i] > 80 || d[i + 1] > 80 || d[i + 2] > 80) continue;
+      dark++;
+      // screen distance to the tie of the two best classes at this pixel
+      const [x, y] = api.toData(px + 0.5, py + 0.5);
+      const s = [...Array(K).keys()].map((k) => score(x, y, k)).map((v, k) => [v, k]).sort((u, v) => v[0] - u[0]);
+      const [p, q] = [s[0][1], s[1][1]];
+      const [x2, y2] = api.toData(px + 1.5, py + 0.5), [x3, y3] = api.toData(px + 0.5, py + 1.5);
+      const gap = (u, v) => score(u, v, p) - score(u, v, q), g0 = gap(x, y);
+      const per = Math.hypot(gap(x2, y2) - g0, gap(x3, y3) - g0);
+      worst = Math.max(worst, g0 / per);
+    }
+  return {dark, worst}; }"""
+
+
+def test_browser_lda_boundaries_are_the_ties_themselves_not_a_staircase(page_of):
+    # K > 2: the winning class changes on straight lines; they were drawn as 2-px squares
+    # where a 2-px grid of winners changed, up to ~3 px off the line
+    X, y = make_classes(n=6000, p=4, k=3, seed=9, spread=3.0)
+    page, problems = page_of(view_projection(sp.BoundaryProjector().fit(X, y), X, y))
+    for bucket in (0, 1, 2):  # only the boundaries (and the axes' frame) left
+        page.click(f'#sp-legend li[data-bucket="{bucket}"]')
+    got = page.evaluate(BOUNDARY_PIXELS)
+    assert got["dark"] > 300
+    assert got["worst"] < 1.5, got  # every dark pixel within 1.5 px of a tie of the two best
+    assert problems == []
+
+
 @pytest.fixture(scope="module")
 def many_class_view():
     X, y = make_classes(n=20_000, p=4, k=12, seed=5, spread=2.0)

@@ -200,20 +200,33 @@
       const [, sy] = toScreen(0, 0);
       ctx.beginPath(); ctx.moveTo(r.l, sy); ctx.lineTo(r.l + r.w, sy); ctx.stroke();
     } else if (b.kind === "regions") {
-      // where the winning class of the linear rule changes, on a 2-pixel grid
-      const step = 2, nx = Math.ceil(r.w / step), ny = Math.ceil(r.h / step), K = b.b.length;
-      const win = new Int32Array(nx * ny);
-      for (let i = 0; i < nx; i++) for (let j = 0; j < ny; j++) {
-        const [x, y] = toData(r.l + i * step, r.t + j * step);
-        let best = 0, bs = -Infinity;
-        for (let k = 0; k < K; k++) { const s = x * b.A[0][k] + y * b.A[1][k] + b.b[k]; if (s > bs) { bs = s; best = k; } }
-        win[i * ny + j] = best;
+      // where the winning class of the linear rule changes: each pair's tie line, clipped
+      // to the plot, kept where no third class scores higher (straight at any zoom)
+      const K = b.b.length, N = 800;
+      const [x0, y1] = toData(r.l, r.t), [x1, y0] = toData(r.l + r.w, r.t + r.h);
+      const score = (x, y, k) => x * b.A[0][k] + y * b.A[1][k] + b.b[k];
+      ctx.save(); ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
+      ctx.beginPath();
+      for (let p = 0; p < K; p++) for (let q = p + 1; q < K; q++) {
+        const nx = b.A[0][p] - b.A[0][q], ny = b.A[1][p] - b.A[1][q], c = b.b[p] - b.b[q];
+        const ends = [];
+        if (Math.abs(ny) > 0) for (const x of [x0, x1]) { const y = -(c + nx * x) / ny; if (y >= y0 && y <= y1) ends.push([x, y]); }
+        if (Math.abs(nx) > 0) for (const y of [y0, y1]) { const x = -(c + ny * y) / nx; if (x >= x0 && x <= x1) ends.push([x, y]); }
+        if (ends.length < 2) continue;
+        let a = ends[0], e = ends[1], far = 0;
+        for (const u of ends) for (const v of ends) { const d = Math.hypot(u[0] - v[0], u[1] - v[1]); if (d > far) { far = d; a = u; e = v; } }
+        let open = false;
+        for (let t = 0; t <= N; t++) {
+          const x = a[0] + (e[0] - a[0]) * t / N, y = a[1] + (e[1] - a[1]) * t / N;
+          const tie = score(x, y, p);
+          let lead = true;
+          for (let k = 0; k < K && lead; k++) if (k !== p && k !== q && score(x, y, k) > tie) lead = false;
+          const [sx, sy] = toScreen(x, y);
+          if (lead) { if (open) ctx.lineTo(sx, sy); else ctx.moveTo(sx, sy); }
+          open = lead;
+        }
       }
-      ctx.fillStyle = "#111";
-      for (let i = 0; i < nx - 1; i++) for (let j = 0; j < ny - 1; j++) {
-        const w = win[i * ny + j];
-        if (w !== win[(i + 1) * ny + j] || w !== win[i * ny + j + 1]) ctx.fillRect(r.l + i * step, r.t + j * step, step, step);
-      }
+      ctx.stroke(); ctx.restore();
     }
   }
 
@@ -428,6 +441,7 @@
       row: new Float64Array(await inflate(pts.row)),
     };
     setup(); resize(); resetView(); render();
+    api.boundary = M.boundary;
     api.ready = true;
   }
 
@@ -446,5 +460,6 @@
   api.cellAt = cellAt;
   api.plotRect = plotRect;
   api.toScreen = toScreen;
+  api.toData = toData;
   load().catch((e) => { api.errors.push(String(e)); console.error(e); });
 })();
