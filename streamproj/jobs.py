@@ -1064,7 +1064,7 @@ def _source_ranges(srcs, stamps, out_path):
     out, at = [], 0
     for src, stamp in zip(srcs, stamps, strict=True):
         out.append({**_entry_of(src), "stamp": stamp, "merged": store.timestamp(),
-                    "ranges": [[0, src.n_rows, at]]})
+                    "ranges": [[0, src.n_rows, at]], **ledger.file_fields(src)})
         at += src.n_rows
     return out
 

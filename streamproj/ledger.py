@@ -33,6 +33,7 @@ from . import store
 from .errors import InputError, SourceChangedError
 
 __all__ = [
+    "file_fields",
     "find",
     "fingerprint_of",
     "held_rows",
@@ -207,12 +208,45 @@ def held_rows(entry, src, what, fix):
         raise SourceChangedError(msg)
     if src.n_rows == rows and entry.get("stamp") is not None and entry.get("stamp") == stamp(src):
         return rows  # same files, same sizes and times: nothing to read
+    replaced = _replaced_file(entry, src)
+    if replaced is not None:
+        msg = (f"{replaced} of {src.names[0]} (taken into {what} on {when}) was replaced by a "
+               f"file of as many rows with other values (its Parquet statistics differ); {fix}")
+        raise SourceChangedError(msg)
     expected = fingerprint_of(entry)
     if expected is not None and src.fingerprint(rows) != expected:
         msg = (f"the first {rows} rows of {src.names[0]} (taken into {what} on {when}) have "
                f"changed since; {fix}")
         raise SourceChangedError(msg)
     return rows
+
+
+def file_fields(src):
+    """A Parquet folder's ``files`` and ``file_stats`` for its ledger entries ({} otherwise)."""
+    out: dict[str, list] = {}
+    if src.files:
+        out["files"] = list(src.files)
+    if src.file_stats:
+        out["file_stats"] = [list(f) for f in src.file_stats]
+    return out
+
+
+def _replaced_file(entry, src):
+    """A file of a Parquet folder that holds as many rows as when merged but other statistics.
+
+    The fingerprint reads the folder's first and last rows only: a file in
+    the middle replaced by one of the same length passed it. A file whose row
+    count changed is left to the row counts and the fingerprint (a last file
+    still being written grows).
+    """
+    then = dict(zip(entry.get("files") or [], entry.get("file_stats") or [], strict=False))
+    if not then or not src.file_stats:
+        return None
+    for name, (rows, digest) in zip(src.files, src.file_stats, strict=True):
+        held = then.get(name)
+        if held is not None and int(held[0]) == int(rows) and held[1] != digest:
+            return name
+    return None
 
 
 def new_id(ledger):
@@ -250,8 +284,7 @@ def record(src, rows, previous=None, sid=None, batch=None, now=None, listing=Non
              "added": previous.get("added", now), "merged": now, "batches": batches}
     if sid or previous.get("id"):
         entry["id"] = sid or previous["id"]
-    if src.files:
-        entry["files"] = list(src.files)
+    entry.update(file_fields(src))
     if previous.get("origin"):
         entry["origin"] = previous["origin"]
     return entry

@@ -136,6 +136,11 @@ class Source:
         "day1.parquet:label")``.
     files : tuple of str
         The files of a Parquet folder, in the order their rows appear.
+    file_stats : tuple of (int, str)
+        For each of ``files``: its rows and a digest of its footer's
+        statistics of the columns read (each column's least and greatest
+        value and its nulls, over all row groups): a file replaced by one of
+        as many rows is told apart without reading it.
     """
 
     spec: str
@@ -148,6 +153,7 @@ class Source:
     label: str | None
     names: tuple
     files: tuple = ()
+    file_stats: tuple = ()
     # fingerprints already read, by row count (and the files' listing, as "listing"): the
     # ledgers of the model and of an output ask for the same one in one job, and each
     # costs a read of the edge chunks (a LIST call on an object store)
@@ -899,14 +905,14 @@ def _open_parquet(ctx, features, label, label_given):
             try:
                 footers.append((f, shown, pf.schema_arrow,
                                 [pf.metadata.row_group(i).num_rows
-                                 for i in range(pf.metadata.num_row_groups)]))
+                                 for i in range(pf.metadata.num_row_groups)], pf.metadata))
             finally:
                 if handle is not None:
                     handle.close()
         except (pa.ArrowException, OSError) as exc:
             msg = f"{shown} is not a readable Parquet file ({type(exc).__name__}: {exc})"
             raise InputError(msg) from None
-    _, where, schema, _ = footers[0]
+    _, where, schema, _, _ = footers[0]
     where = ctx.base if len(files) == 1 else where
 
     def numeric(name):
@@ -915,7 +921,7 @@ def _open_parquet(ctx, features, label, label_given):
 
     cols, lab = _select(where, schema.names, numeric, features, label, label_given, ctx.require_y)
     x_types, y_types = [], []
-    for _f, shown, sch, _ in footers:
+    for _f, shown, sch, _, _ in footers:
         for name in [*cols, *([lab] if lab else [])]:
             if name not in sch.names:
                 msg = (f"{shown} has no column {name!r} (columns: {listing(sch.names)}); "
@@ -941,7 +947,7 @@ def _open_parquet(ctx, features, label, label_given):
     names = (_x_label(ctx, features, cols), f"{ctx.base}:{lab or label}")
     fs = None if ctx.local else ctx.fs
     x_args, y_args, lengths, offset = [], [], [], 0
-    for f, _shown, _sch, groups in footers:
+    for f, _shown, _sch, groups, _ in footers:
         for rgs, n in _group_row_groups(groups, target):
             x_args.append((fs, f, tuple(rgs), tuple(cols), x_dtype.str))
             y_args.append((fs, f, tuple(rgs), lab, None if y_dtype is None else y_dtype.str,
@@ -953,8 +959,40 @@ def _open_parquet(ctx, features, label, label_given):
     y = None if lab is None else _lazy_array(_read_parquet_labels, y_args, lengths, (), y_dtype,
                                              f"streamproj-read-parquet-{ctx.url}-labels")
     rel = tuple(posixpath.relpath(f, ctx.path) for f in files) if len(files) > 1 or files[0] != ctx.path else ()
+    stats = tuple((sum(groups), _footer_stats(meta, [*cols, *([lab] if lab else [])]))
+                  for _, _, _, groups, meta in footers) if rel else ()
     return Source(spec=ctx.spec, url=ctx.url, kind="parquet", X=X, y=y, feature_names=tuple(cols),
-                  x=tuple(cols), label=lab, names=names, files=rel)
+                  x=tuple(cols), label=lab, names=names, files=rel, file_stats=stats)
+
+
+def _footer_stats(meta, columns):
+    """Digest of a Parquet file's statistics of ``columns``: least, greatest value and nulls.
+
+    Taken over all row groups, so the same rows written with other row
+    groups or compression give the same digest; a file without statistics
+    gives the digest of its row count alone.
+    """
+    wanted: dict[str, list[Any]] = {name: [None, None, 0, True] for name in columns}
+    for g in range(meta.num_row_groups):  # (min, max, nulls, every group has statistics)
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            acc = wanted.get(chunk.path_in_schema)
+            if acc is None:
+                continue
+            st = chunk.statistics
+            if st is None or not st.has_min_max:
+                acc[3] = False
+                continue
+            acc[0] = st.min if acc[0] is None else min(acc[0], st.min)
+            acc[1] = st.max if acc[1] is None else max(acc[1], st.max)
+            acc[2] += st.null_count if st.has_null_count else 0
+    h = hashlib.blake2b(digest_size=12)
+    h.update(str(meta.num_rows).encode())
+    for name in columns:
+        lo, hi, nulls, complete = wanted[name]
+        h.update(f"|{name}|{lo!r}|{hi!r}|{nulls}|{complete}".encode())
+    return h.hexdigest()
 
 
 def _group_row_groups(groups, target):

@@ -715,3 +715,37 @@ reproject_above_degrees = 0.0
     assert_fit_on(d / "m", X[held], y[held])
     np.testing.assert_allclose(zarr.open_group(str(d / "o.zarr"), mode="r")["projection"][:],
                                sp.load(d / "m").transform(X[held]), rtol=0, atol=1e-12)
+
+
+def test_a_parquet_file_replaced_mid_folder_by_as_many_rows_is_refused(days):
+    # The fingerprint reads the folder's first and last 256 rows: a middle file replaced by one
+    # of as many rows passed it, and the model kept rows the folder no longer holds.
+    d, X, y = days
+    (d / "pq").mkdir()
+
+    def write(i, values, **kw):
+        pd.DataFrame(values, columns=COLS).assign(label=y[rows(i)]).to_parquet(
+            d / "pq" / f"p{i}.parquet", **kw)
+
+    for i in (0, 1, 2):
+        write(i, X[rows(i)])
+    jobs.fit_model(d / "pq", d / "m", label="label")
+    jobs.project_model(d / "m", [str(d / "pq")], d / "o.zarr", label="label")
+    assert all(len(e["file_stats"]) == 3 for e in sp.load(d / "m").meta_["sources"])
+    before = (sp.load(d / "m").model_id_, store.open_output(d / "o.zarr").attrs.asdict())
+    # the same rows again, in other row groups and compression: not a change
+    write(1, X[rows(1)], row_group_size=37, compression="gzip")
+    assert jobs.update_model(d / "m", d / "pq", label="label")["status"] == "unchanged"
+    # other values, as many rows: refused by the model and by OUT, both left as they were
+    write(1, X[rows(1)] * 1.001)
+    with pytest.raises(SourceChangedError, match=r"p1\.parquet of .*pq.* was replaced by a file "
+                                                 r"of as many rows with other values"):
+        jobs.update_model(d / "m", d / "pq", label="label")
+    with pytest.raises(SourceChangedError, match=r"p1\.parquet .* was replaced"):
+        jobs.project_model(d / "m", [str(d / "pq")], d / "o.zarr", label="label", mode="append")
+    assert before == (sp.load(d / "m").model_id_, store.open_output(d / "o.zarr").attrs.asdict())
+    # put back, a new file is merged (and appended) as ever
+    write(1, X[rows(1)])
+    write(3, X[rows(3)])
+    assert jobs.update_model(d / "m", d / "pq", label="label")["rows_added"] == 300
+    assert_fit_on(d / "m", X[rows(0, 1, 2, 3)], y[rows(0, 1, 2, 3)])
