@@ -245,6 +245,11 @@ def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected
     assert f"magnified {k}x" in twin.get_title()
     assert f"magnified {k}x" in twin.get_xlabel()
     assert twin.get_window_extent().width > 4 * ax.get_window_extent().width
+    # drawn exactly k times magnified, as labelled (auto aspect drew what the slot allowed)
+    tb, mb = twin.get_window_extent(), ax.get_window_extent()
+    drawn = (tb.width / np.ptp(twin.get_xlim())) / (tb.height / np.ptp(twin.get_ylim()))
+    assert abs(drawn / k - 1) < 0.01
+    assert abs((mb.width / np.ptp(ax.get_xlim())) / (mb.height / np.ptp(ax.get_ylim())) - 1) < 0.03
     assert [line.get_xdata()[0] for line in twin.get_lines()] == [0.0]  # the boundary, at 0
     # asked to stretch, or a grid of panels: no twin
     assert draw_output(projected / "o.zarr", stretch=True).streamproj_magnified == []

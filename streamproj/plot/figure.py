@@ -149,7 +149,10 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
               interpolation="nearest", aspect="auto")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
-    ax.set_aspect("auto" if stretch else "equal", adjustable="box")
+    if panel.magnify is not None:  # exactly k times: the label says so
+        ax.set_aspect(1.0 / _stretch_of(panel), adjustable="box")
+    else:
+        ax.set_aspect("auto" if stretch else "equal", adjustable="box")
     if panel.boundary is not None:
         panel.boundary(ax, panel.limits)
     fs = 8.5 if small else 10

@@ -34,7 +34,7 @@ MAX_GRID_AXES = 4
 # A lone panel this many times taller than wide (x short), or wider than tall (y short: it
 # spreads over the figure's width), also gets a magnified twin.
 MAGNIFY_ABOVE = (3.0, 6.0)
-MAX_MAGNIFY = 16
+MAX_MAGNIFY = 64
 QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was class 6's)
 
 
