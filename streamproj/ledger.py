@@ -211,7 +211,8 @@ def held_rows(entry, src, what, fix):
     replaced = _replaced_file(entry, src)
     if replaced is not None:
         msg = (f"{replaced} of {src.names[0]} (taken into {what} on {when}) was replaced by a "
-               f"file of as many rows with other values (its Parquet statistics differ); {fix}")
+               "file of as many rows whose Parquet statistics (a column's least or greatest "
+               f"value, or its nulls) differ; {fix}")
         raise SourceChangedError(msg)
     expected = fingerprint_of(entry)
     if expected is not None and src.fingerprint(rows) != expected:
@@ -235,16 +236,21 @@ def _replaced_file(entry, src):
     """A file of a Parquet folder that holds as many rows as when merged but other statistics.
 
     The fingerprint reads the folder's first and last rows only: a file in
-    the middle replaced by one of the same length passed it. A file whose row
-    count changed is left to the row counts and the fingerprint (a last file
-    still being written grows).
+    the middle replaced by one of the same length passed it. Its footer
+    tells it apart when a column's least or greatest value or its nulls
+    changed (not an edit inside those: ``--verify`` reads the rows). A file
+    whose row count changed is left to the row counts and the fingerprint (a
+    last file still being written grows).
     """
     then = dict(zip(entry.get("files") or [], entry.get("file_stats") or [], strict=False))
     if not then or not src.file_stats:
         return None
-    for name, (rows, digest) in zip(src.files, src.file_stats, strict=True):
+    for name, (rows, digest, complete) in zip(src.files, src.file_stats, strict=True):
         held = then.get(name)
-        if held is not None and int(held[0]) == int(rows) and held[1] != digest:
+        # decided by statistics only where both footers have them all: a writer that leaves
+        # them out (or a compaction of the same rows) is left to the fingerprint
+        if (held is not None and len(held) > 2 and held[2] and complete
+                and int(held[0]) == int(rows) and held[1] != digest):
             return name
     return None
 

@@ -65,7 +65,7 @@ from .validation import (
 )
 
 __all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "input_kind", "listing",
-           "normalise_url", "open_source", "open_sources", "recorded_options"]
+           "listing_digest", "normalise_url", "open_source", "open_sources", "recorded_options"]
 
 KINDS = ("zarr", "parquet", "csv", "hdf5", "xarray")
 #: Rows hashed at each end of a source by :meth:`Source.fingerprint`.
@@ -86,8 +86,8 @@ _LISTED = 20  # names shown in a "columns: ..." list before it is cut short
 
 
 # ------------------------------------------------------------------ the type
-def _listing_digest(url, kind):
-    """:meth:`Source.listing` of the files at ``url``."""
+def listing_digest(url, kind):
+    """:meth:`Source.listing` of the files at ``url`` (no Source needed: nothing is opened)."""
     import fsspec
 
     if kind == "hdf5":
@@ -136,11 +136,12 @@ class Source:
         "day1.parquet:label")``.
     files : tuple of str
         The files of a Parquet folder, in the order their rows appear.
-    file_stats : tuple of (int, str)
-        For each of ``files``: its rows and a digest of its footer's
-        statistics of the columns read (each column's least and greatest
-        value and its nulls, over all row groups): a file replaced by one of
-        as many rows is told apart without reading it.
+    file_stats : tuple of (int, str, bool)
+        For each of ``files``: its rows, a digest of its footer's statistics
+        of the columns read (each column's least and greatest value and its
+        nulls, over all row groups), and whether every row group has them: a
+        file replaced by one of as many rows in which some column's least,
+        greatest value or nulls differ is told apart without reading it.
     """
 
     spec: str
@@ -274,7 +275,7 @@ class Source:
         listed (then the fingerprint decides).
         """
         if "listing" not in self._fingerprints:
-            self._fingerprints["listing"] = _listing_digest(self.url, self.kind)
+            self._fingerprints["listing"] = listing_digest(self.url, self.kind)
         return self._fingerprints["listing"]
 
     def identity(self) -> dict[str, Any]:
@@ -959,18 +960,20 @@ def _open_parquet(ctx, features, label, label_given):
     y = None if lab is None else _lazy_array(_read_parquet_labels, y_args, lengths, (), y_dtype,
                                              f"streamproj-read-parquet-{ctx.url}-labels")
     rel = tuple(posixpath.relpath(f, ctx.path) for f in files) if len(files) > 1 or files[0] != ctx.path else ()
-    stats = tuple((sum(groups), _footer_stats(meta, [*cols, *([lab] if lab else [])]))
+    stats = tuple((sum(groups), *_footer_stats(meta, [*cols, *([lab] if lab else [])]))
                   for _, _, _, groups, meta in footers) if rel else ()
     return Source(spec=ctx.spec, url=ctx.url, kind="parquet", X=X, y=y, feature_names=tuple(cols),
                   x=tuple(cols), label=lab, names=names, files=rel, file_stats=stats)
 
 
 def _footer_stats(meta, columns):
-    """Digest of a Parquet file's statistics of ``columns``: least, greatest value and nulls.
+    """``(digest, complete)`` of a Parquet file's statistics of ``columns``.
 
-    Taken over all row groups, so the same rows written with other row
-    groups or compression give the same digest; a file without statistics
-    gives the digest of its row count alone.
+    The digest covers each column's least and greatest value and its nulls,
+    taken over all row groups, so the same rows written with other row
+    groups or compression give the same digest. ``complete``: every row
+    group has them for every column (a writer may leave them out; then the
+    digest decides nothing).
     """
     wanted: dict[str, list[Any]] = {name: [None, None, 0, True] for name in columns}
     for g in range(meta.num_row_groups):  # (min, max, nulls, every group has statistics)
@@ -990,9 +993,9 @@ def _footer_stats(meta, columns):
     h = hashlib.blake2b(digest_size=12)
     h.update(str(meta.num_rows).encode())
     for name in columns:
-        lo, hi, nulls, complete = wanted[name]
-        h.update(f"|{name}|{lo!r}|{hi!r}|{nulls}|{complete}".encode())
-    return h.hexdigest()
+        lo, hi, nulls, _ = wanted[name]
+        h.update(f"|{name}|{lo!r}|{hi!r}|{nulls}".encode())
+    return h.hexdigest(), all(acc[3] and acc[0] is not None for acc in wanted.values())
 
 
 def _group_row_groups(groups, target):
