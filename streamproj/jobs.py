@@ -189,6 +189,48 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
     return out
 
 
+def _open_changed(inputs, x, y, require_y, allow_missing_chunks, model_columns, ledgers):
+    """:func:`open_inputs` for a step that skips what it holds: ``(sources, skipped)``.
+
+    A Zarr store that every ledger in ``ledgers`` holds under the same arrays,
+    with the same file listing (names, sizes, times), is not opened: its
+    entries (one per ledger) go to ``skipped`` as ``(position among the
+    matches, entries)``. A nightly glob over every day otherwise opened each
+    store's metadata every night (8 ms each here, growing with the days).
+    The last match is always opened, so there is a source to report on.
+    """
+    if model_columns is not None or not ledgers:
+        return open_inputs(inputs, x, y, None, None, require_y, allow_missing_chunks,
+                           model_columns), []
+    specs = _specs(inputs)
+    remote = next((s for s in specs if not store.is_local(s)), None)
+    options = None if remote is None else store.storage_options(remote)
+    with _unreadable(", ".join(specs)):
+        urls = expand(specs, options)
+    keep, skipped = [], []
+    for at, url in enumerate(urls):
+        entry = None if at == len(urls) - 1 else _held_unchanged(url, x, y, ledgers)
+        if entry is None:
+            keep.append(url)
+        else:
+            skipped.append((at, entry))
+    return open_inputs(keep, x, y, None, None, require_y, allow_missing_chunks), skipped
+
+
+def _held_unchanged(url, x, y, ledgers):
+    """Each ledger's entry for the Zarr store ``url`` if every ledger holds it unchanged, else None."""
+    if not _looks_zarr(url):
+        return None
+    key = {"url": url, "kind": "zarr", "x": x, "y": y}
+    entries = [ledger.find(held, key) for held in ledgers]
+    if any(e is None or e.get("stamp") is None for e in entries):
+        return None
+    now = sources.listing_digest(url, "zarr")
+    if now is None or any(e["stamp"] != now for e in entries):
+        return None
+    return entries
+
+
 @contextlib.contextmanager
 def _unreadable(where):
     """An unreachable store or unreadable file becomes one InputError naming it."""
@@ -644,11 +686,17 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     check_params({"max_summary_memory": max_summary_memory})
     clock = _Clock()
     with clock("open"):
-        srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks,
-                           _model_columns(store.read_model_meta(model_path)))
+        meta = store.read_model_meta(model_path)
+        if features is None and label is None and not verify and meta:
+            # (--verify reads every held source again: they are all opened)
+            srcs, skipped = _open_changed(inputs, x, y, True, allow_missing_chunks,
+                                          _model_columns(meta), [meta.get("sources") or []])
+        else:
+            srcs, skipped = open_inputs(inputs, x, y, features, label, True,
+                                        allow_missing_chunks, _model_columns(meta)), []
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
     with store.model_lock(model_path):
-        plan = _plan_update(model_path, srcs, verify, progress, clock)
+        plan = _plan_update(model_path, srcs, verify, progress, clock, skipped)
         old = plan["old"]
         batches = []
         for src, _, _ in plan["work"]:
@@ -664,8 +712,11 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
         return report
 
 
-def _plan_update(model_path, srcs, verify, progress, clock):
+def _plan_update(model_path, srcs, verify, progress, clock, skipped=()):
     """Which rows of each source are new to the model (read under the model's lock).
+
+    ``skipped``: the matches :func:`_open_changed` left unopened, reported as
+    skipped in their places.
 
     Returns a dict: the model's ``record`` and per-source ``summaries``, the
     ``old`` estimator, the ledger ``entries``, ``work`` — ``(source, ledger
@@ -707,10 +758,14 @@ def _plan_update(model_path, srcs, verify, progress, clock):
     for (src, entry), known in zip(to_verify, kernels, strict=True):
         with clock("verify"):
             _verify_rows(old, src, entry, known, progress)
+    for at, (entry, *_) in skipped:  # in ascending places: each lands where it was matched
+        reports.insert(at, {"url": entry["url"], "status": "skipped", "rows_merged": 0,
+                            "rows_skipped": int(entry["rows"])})
     # the listings before the rows are read (see ledger.record)
     listings = {id(src): ledger.stamp(src) for src, _, _ in work}
-    return {"record": record, "summaries": summaries, "old": old, "entries": entries,
-            "evicted": evicted, "work": work, "reports": reports, "listings": listings}
+    return {"record": record, "skipped": len(skipped), "summaries": summaries, "old": old,
+            "entries": entries, "evicted": evicted, "work": work, "reports": reports,
+            "listings": listings}
 
 
 def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, before_write=None):
@@ -753,7 +808,8 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, b
                         "not merged again")
         return {**base, "status": "unchanged", "version": meta["version"], "rows_added": 0,
                 "n_samples": stats.n_samples, "drift_deg": 0.0,
-                "message": f"{', '.join(s.spec for s in srcs)}: {'; '.join(said)}; model unchanged",
+                "message": f"{_named(srcs, plan.get('skipped', 0))}: {'; '.join(said)}; "
+                           "model unchanged",
                 "timings": clock.report(), "versions": _versions(meta["version"])}, old
     new = BoundaryProjector.from_state(record)
     with clock("solve"), _context(srcs[0].spec):
@@ -782,6 +838,12 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, b
             "n_samples": new.stats_.n_samples, "new_classes": added_classes, **drift,
             "drift_deg": _boundary_drift(drift), "timings": clock.report(),
             "versions": _versions(version)}, new
+
+
+def _named(srcs, skipped):
+    """The sources of a message: those opened, and how many more were held unchanged."""
+    named = ", ".join(s.spec for s in srcs)
+    return f"{named} and {skipped} more held unchanged" if skipped else named
 
 
 def _refuse_unsourced(rows, model_path, what):
@@ -1151,7 +1213,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
             "timings": clock.report(), "versions": _versions(meta["version"])}
 
 
-def _output_plan(state, model, out, reproject_above):
+def _output_plan(state, model, out, reproject_above,
+                 fix="rewrite it once with --overwrite (or allow it with --reproject-above DEGREES)"):
     """What projecting ``model`` does to the existing OUT whose ``state`` is given.
 
     Returns ``(frame, drift, reason)``: OUT's frame when the rows are appended
@@ -1176,8 +1239,7 @@ def _output_plan(state, model, out, reproject_above):
         return None, drift, reason or (f"the model moved {drift:.4g}° from OUT's frame "
                                        f"(> {reproject_above:g}°)")
     if reason is not None:
-        msg = (f"cannot append to {out}: {reason}; rewrite it once with --overwrite "
-               "(or allow it with --reproject-above DEGREES)")
+        msg = f"cannot append to {out}: {reason}; {fix}"
         raise OutputExistsError(msg)
     return frame, drift, None
 
@@ -1235,6 +1297,15 @@ def _plan_append(state, srcs, out, clock):
     return parts, reports
 
 
+def _refuse_missing_labels(state, parts, out):
+    """An OUT that holds labels takes no rows without them (``parts``: :func:`_plan_append`'s)."""
+    lacking = next((s for s, _, _ in parts if s.y is None), None)
+    if "y" in state["arrays"] and lacking is not None:
+        msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
+               f"array or column, or rewrite {out} with --overwrite")
+        raise InputError(msg)
+
+
 def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
     """Append the rows of ``srcs`` that OUT does not hold, in OUT's frame (``frame``).
 
@@ -1253,11 +1324,7 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         return {"status": "projected", "output_action": "unchanged", "rows": n_old,
                 "rows_written": 0, "sources": reports}
     X, Y, x_name = outputs.concat_rows([(s, a) for s, a, _ in parts])
-    if "y" in state["arrays"] and Y is None:
-        lacking = next(s for s, _, _ in parts if s.y is None)
-        msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
-               f"array or column, or rewrite {out} with --overwrite")
-        raise InputError(msg)
+    _refuse_missing_labels(state, parts, out)
     listings = {id(src): ledger.stamp(src) for src, _, _ in parts}  # before the rows are read
     def grown_attrs():
         """OUT's attributes once it holds the new rows (records their sources' fingerprints)."""
@@ -1404,6 +1471,13 @@ def _check_job_paths(config):
             msg = (f"[output] path {out.path} exists and is not a streamproj output; it is "
                    "never replaced: choose another output")
             raise OutputExistsError(msg)
+        if out.path is not None and out.mode == "rewrite" and not out.overwrite and (
+                store.local_kind(out.path) != "absent" if store.is_local(out.path)
+                else _output_state(out.path) is not None):
+            msg = (f"[output] path {out.path} exists and [output] overwrite is false: set "
+                   'overwrite = true to write it afresh each run, or mode = "append" (or '
+                   '"auto") to add each run\'s new rows')
+            raise OutputExistsError(msg)
 
 
 def _fit_params(model):
@@ -1432,19 +1506,23 @@ def check_config(config):
 def _output_guard(config):
     """A check for a job's model step: whether the project step after it can write OUT.
 
-    That step rewrites OUT in the new model's frame when the model moved past
-    ``reproject_above_degrees`` (or OUT has no frame), reading again every
-    source OUT holds, and refuses an OUT it can neither append to nor rewrite.
-    Checked with the solved model before its new version is written, either
-    refusal leaves the model and OUT as they were, instead of coming after the
-    model's write. None when OUT is written afresh or does not exist.
+    That step appends to OUT in its frame, rewrites OUT in the new model's
+    frame when the model moved past ``reproject_above_degrees`` (or OUT has
+    no frame), reading again every source OUT holds, or refuses. Each of its
+    refusals (a held source changed or gone, labels missing, a copy, an OUT
+    it can neither append to nor rewrite) is checked with the solved model
+    before the model's new version is written, so that it leaves the model
+    and OUT as they were. None when OUT is written afresh or does not exist.
     """
     inp, out = config.input, config.output
     if not out.path or out.mode == "rewrite":
         return None
     state = _output_state(out.path)
-    if state is None or not state["attrs"].get("sources"):
+    if state is None:
         return None
+    threshold = _reproject_threshold(out)
+    fix = ('write it afresh once ([output] mode = "rewrite", overwrite = true), or allow '
+           "that with [output] reproject_above_degrees")
 
     def check(model, entries, srcs):
         try:
@@ -1454,17 +1532,21 @@ def _output_guard(config):
             raise type(exc)(msg) from None
 
     def _check_output_follows(model, entries, srcs):
-        frame, _, _ = _output_plan(state, model, out.path, _reproject_threshold(out))
-        if frame is not None:
-            return  # appended in OUT's frame: no held source is read again
+        frame, _, _ = _output_plan(state, model, out.path, threshold, fix)
         if out.inputs:
             names = getattr(model, "feature_names_in_", None)
             meta = {"sources": entries, "feature_names": None if names is None else list(names)}
             srcs = open_inputs(out.inputs, inp.x, inp.y, inp.features, inp.label, False,
                                inp.allow_missing_chunks, _model_columns(meta))
-        _with_held_sources(state, list(srcs), out.path, model, config.model.path,
-                           inp.allow_missing_chunks, entries,
-                           'write {out} afresh ([output] mode = "rewrite", overwrite = true)')
+        srcs = list(srcs)
+        if frame is not None:  # appended: what the append refuses, refused now
+            parts, _ = _plan_append(state, srcs, out.path, _Clock())
+            _refuse_missing_labels(state, parts, out.path)
+            _refuse_appended_copies(state["attrs"]["sources"], parts, out.path)
+        elif state["attrs"].get("sources"):
+            _with_held_sources(state, srcs, out.path, model, config.model.path,
+                               inp.allow_missing_chunks, entries,
+                               'write {out} afresh ([output] mode = "rewrite", overwrite = true)')
 
     return check
 
@@ -1490,19 +1572,29 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     done = None
     if state is not None and state["frame"] is not None and state["attrs"].get("sources"):
         with clock("open"):
-            srcs = open_inputs(inp.paths, inp.x, inp.y, inp.features, inp.label, True,
-                               inp.allow_missing_chunks,
-                               _model_columns(store.read_model_meta(mod.path)))
+            meta = store.read_model_meta(mod.path)
+            if inp.features is None and inp.label is None and meta:
+                # held unchanged by the model and by OUT: not opened
+                srcs, skipped = _open_changed(
+                    inp.paths, inp.x, inp.y, True, inp.allow_missing_chunks,
+                    _model_columns(meta), [meta.get("sources") or [], state["attrs"]["sources"]])
+            else:
+                srcs, skipped = open_inputs(inp.paths, inp.x, inp.y, inp.features, inp.label,
+                                            True, inp.allow_missing_chunks,
+                                            _model_columns(meta)), []
         store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", mod.path),
                              ("output", out.path))
         with store.model_lock(mod.path):
-            done = _one_pass(config, state, srcs, progress, max_summary_memory, clock)
+            done = _one_pass(config, state, srcs, progress, max_summary_memory, clock, skipped)
     if done is None:
         return [update_model(mod.path, inp.paths, progress=progress, keep_last=mod.keep_last,
                              max_age=mod.max_age, max_summary_memory=max_summary_memory,
                              before_write=_output_guard(config), **common)]
     # (the model just written, as solved in memory: not read and solved again)
     update, appended, frame, model = done
+    for at, (_, held) in skipped:  # OUT's report names the stores left unopened too
+        appended["sources"].insert(at, {"url": held["url"], "rows_written": 0,
+                                        "rows_skipped": int(held["rows"])})
     drift, _ = _frame_drift(frame, model)  # to the model as it is now, as project reports
     project = {**_project_base(model.model_id_, mod.path, out.path, model), **appended, "drift_deg": drift,
                "frame_model_id": frame.model_id_,
@@ -1518,20 +1610,24 @@ def _reproject_threshold(out):
     return out.reproject_above_degrees
 
 
-def _one_pass(config, state, srcs, progress, max_summary_memory, clock):
+def _one_pass(config, state, srcs, progress, max_summary_memory, clock, skipped=()):
     """:func:`_update_and_append`'s work under the model's lock; None when it cannot be one pass."""
     mod, out = config.model, config.output
     frame = BoundaryProjector.from_state(state["frame"])
-    plan = _plan_update(mod.path, srcs, False, progress, clock)
+    plan = _plan_update(mod.path, srcs, False, progress, clock, skipped)
     old = plan["old"]
     drift, reason = _frame_drift(frame, old)
     threshold = _reproject_threshold(out)
     if reason is not None or (threshold is not None and drift > threshold):
         return None  # OUT is rewritten (or refused) anyway: nothing to share
     parts, _ = _plan_append(state, srcs, out.path, clock)
+    if not plan["work"] and not parts and mod.keep_last is None and mod.max_age is None:
+        # nothing new to either: both unchanged here (two steps opened every source again)
+        update, model = _commit_update(mod.path, plan, [], srcs, None, None, clock)
+        return update, _append(state, frame, srcs, out.path, progress, clock), frame, model
     if not plan["work"] or ([(id(s), a) for s, _, a in plan["work"]]
                             != [(id(s), a) for s, a, _ in parts]):
-        return None  # nothing new, or OUT is behind the model: two steps
+        return None  # nothing new for the model, or OUT is behind it: two steps
     lazies = [_summary_lazy(src, start, old.summary_detail(), max_summary_memory, old.bfloat16,
                             old.stats_.n_classes)
               for src, _, start in plan["work"]]
@@ -1612,7 +1708,7 @@ def run_job(config, progress=None, max_summary_memory=None):
                                           decision=out.decision, **common)
                 if again["output_action"] == "rewritten":
                     steps[1] = again
-        elif out.path:
+        elif out.path and len(steps) == 1:  # (two steps: the one pass projected already)
             with clock("project"):
                 steps.append(project_model(mod.path, out.inputs or inp.paths, out.path,
                                            overwrite=out.overwrite,
