@@ -39,6 +39,7 @@ __all__ = [
     "needed_detail",
     "oas_covariance",
     "pca_axes",
+    "plane_holds_rule",
     "projection_center",
     "qda",
     "qda_log_posterior",
@@ -1026,6 +1027,33 @@ def projection_center(
         return x0, stats.total, (mu - (w @ mu) * w, float(stats.n_samples))
     msg = f"center must be 'mean' or 'hyperplane'; got {center!r}"
     raise InputError(msg)
+
+
+def plane_holds_rule(components: np.ndarray, coef: np.ndarray, i: int, j: int) -> bool:
+    """Whether the linear rule ``coef`` decides in the plane of axes ``i`` and ``j`` alone.
+
+    True when every difference of two classes' coefficients lies in the span
+    of ``components[i]`` and ``components[j]``: moving off the plane (along
+    other axes, or directions no axis keeps) then changes no class's lead, so
+    where the winner changes in the plane is exactly the rule's boundary.
+    Otherwise the plane through the centre shows a slice of it.
+
+    Parameters
+    ----------
+    components : ndarray (d, p)
+    coef : ndarray (K or 1, p)
+    i, j : int
+
+    Returns
+    -------
+    bool
+    """
+    coef = np.atleast_2d(coef)
+    diffs = (coef[1:] - coef[0]).T if coef.shape[0] > 1 else coef.T  # (p, K - 1)
+    plane = components[[i, j]].T  # (p, 2)
+    fit, *_ = np.linalg.lstsq(plane, diffs, rcond=None)
+    off = np.linalg.norm(diffs - plane @ fit, axis=0)
+    return bool(np.all(off <= 1e-9 * np.maximum(np.linalg.norm(diffs, axis=0), 1e-300)))
 
 
 def pca_axes(scatter: np.ndarray, n_components: int = 2) -> np.ndarray:

@@ -86,7 +86,7 @@ _LISTED = 20  # names shown in a "columns: ..." list before it is cut short
 
 
 # ------------------------------------------------------------------ the type
-def listing_digest(url, kind):
+def listing_digest(url: str, kind: str) -> str | None:
     """:meth:`Source.listing` of the files at ``url`` (no Source needed: nothing is opened)."""
     import fsspec
 

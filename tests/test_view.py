@@ -360,6 +360,16 @@ def test_browser_lda_boundaries_are_the_ties_themselves_not_a_staircase(page_of)
     got = page.evaluate(BOUNDARY_PIXELS)
     assert got["dark"] > 300
     assert got["worst"] < 1.5, got  # every dark pixel within 1.5 px of a tie of the two best
+    assert "LDA boundaries in this plane" in page.inner_text("#sp-legend")
+    assert problems == []
+
+
+def test_browser_says_when_the_boundaries_are_a_slice(page_of, many_class_view):
+    # twelve classes, two axes: the rule needs eleven directions, the plane shows a slice
+    page, problems = page_of(many_class_view)
+    legend = page.inner_text("#sp-legend")
+    assert "LDA boundaries (slice)" in legend
+    assert "the rule also uses directions not shown" in legend
     assert problems == []
 
 

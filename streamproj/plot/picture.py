@@ -210,19 +210,8 @@ def _plane_scores(source, i, j):
 
 
 def _plane_holds_the_rule(source, i, j):
-    """Whether the linear rule's scores depend on axes i and j only (ties are then exact lines).
-
-    Otherwise (K > 3, or a plane missing a Fisher direction) the plane
-    through the centre shows only a slice of the regions, drawn dashed.
-    """
-    # the rule's directions (differences of the classes' coefficients) must lie in the plane's
-    # span: then moving off the plane, along drawn axes or directions no axis keeps, changes
-    # no class's lead
-    diffs = (source.coef[1:] - source.coef[0]).T  # (p, K - 1)
-    plane = source.components[[i, j]].T  # (p, 2)
-    fit, *_ = np.linalg.lstsq(plane, diffs, rcond=None)
-    off = np.linalg.norm(diffs - plane @ fit, axis=0)
-    return bool(np.all(off <= 1e-9 * np.maximum(np.linalg.norm(diffs, axis=0), 1e-300)))
+    """:func:`~streamproj.solvers.plane_holds_rule` for the source's axes i and j."""
+    return solvers.plane_holds_rule(source.components, source.coef, i, j)
 
 
 def _boundary_drawer(source, i, j, qda_model):

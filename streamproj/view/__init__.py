@@ -16,6 +16,7 @@ import html as _html
 
 import numpy as np
 
+from .. import solvers
 from ..plot.reading import ClassMap, count_classes, robust_limits_each, sample_rows, stream
 from .html import DEFAULT_BUDGET, encode_view, render_page
 from .pyramid import Pyramid
@@ -109,7 +110,7 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
                       per_tile=per_tile, n_rows=blocks.n, edges=edges)
     stream(blocks, pyramid.add, ["z", "label"])
     names = source.axis_names
-    boundary = {"kind": "none"}
+    boundary: dict[str, object] = {"kind": "none"}
     if binary and i == 0:
         boundary = {"kind": "x"}
     elif binary and j == 0:
@@ -117,7 +118,8 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     elif not binary:
         comps = source.components[[i, j]]
         boundary = {"kind": "regions", "A": (comps @ source.coef.T).tolist(),
-                    "b": (source.center @ source.coef.T + source.intercept).tolist()}
+                    "b": (source.center @ source.coef.T + source.intercept).tolist(),
+                    "exact": solvers.plane_holds_rule(source.components, source.coef, i, j)}
     rows = pyramid.counts.sum(axis=(1, 2), dtype=np.float64)
     title = f"Boundary-preserving projection of {source.data_name}"
     meta = {

@@ -206,6 +206,7 @@
       const [x0, y1] = toData(r.l, r.t), [x1, y0] = toData(r.l + r.w, r.t + r.h);
       const score = (x, y, k) => x * b.A[0][k] + y * b.A[1][k] + b.b[k];
       ctx.save(); ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
+      if (b.exact === false) { ctx.setLineDash([4, 2]); ctx.lineWidth = 1.2; }  // a slice
       ctx.beginPath();
       for (let p = 0; p < K; p++) for (let q = p + 1; q < K; q++) {
         const nx = b.A[0][p] - b.A[0][q], ny = b.A[1][p] - b.A[1][q], c = b.b[p] - b.b[q];
@@ -387,7 +388,10 @@
     });
     const bl = document.createElement("li");
     bl.style.cursor = "default";
-    bl.innerHTML = M.boundary.kind === "regions" ? `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>LDA boundaries in this plane`
+    bl.innerHTML = M.boundary.kind === "regions" ? (M.boundary.exact === false
+        ? `<span class="sw" style="background:repeating-linear-gradient(90deg,#111 0 4px,transparent 4px 6px);height:3px;vertical-align:3px"></span>LDA boundaries (slice)`
+        + `<br><span class="note">where this plane through the centre cuts them: the rule also uses directions not shown</span>`
+        : `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>LDA boundaries in this plane`)
       : M.boundary.kind === "none" ? "the boundary is not a line in this plane" : `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>decision boundary z[0] = 0`;
     ul.appendChild(bl);
     const last = M.levels[M.levels.length - 1];
