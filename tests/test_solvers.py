@@ -330,3 +330,22 @@ def test_a_huge_off_diagonal_still_gets_the_eigenvalue_message():
     cov = np.array([[1.0, 1e308, 1e308], [1e308, 1.0, 1e308], [1e308, 1e308, 1.0]])
     with pytest.raises(SingularScatterError, match="smallest eigenvalue of its correlation form"):
         solvers._scaled_factor(cov, "the scatter", "advice")
+
+
+def test_plane_holds_rule_only_when_the_rules_directions_lie_in_the_plane():
+    from streamproj.solvers import plane_holds_rule
+
+    rng = np.random.default_rng(3)
+    basis, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    comps = basis.T[:4]  # orthonormal axes
+    coef = np.array([[2.0, -1.0, 0.0, 0.0]]) @ comps  # two classes: a normal in axes 0, 1
+    assert plane_holds_rule(comps, coef, 0, 1)
+    assert not plane_holds_rule(comps, coef, 0, 2)
+    three = np.array([[0.0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]]) @ comps + 5.0  # K = 3
+    assert plane_holds_rule(comps, three, 1, 0)
+    assert not plane_holds_rule(comps, three, 0, 2)
+    four = np.vstack([three, comps[2] * 0.5 + 5.0])  # a fourth class needs axis 2
+    assert not plane_holds_rule(comps, four, 0, 1)
+    near = three.copy()
+    near[2] += 1e-6 * basis.T[5]  # off every axis, by a little: still a slice
+    assert not plane_holds_rule(comps, near, 0, 1)
