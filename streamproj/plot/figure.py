@@ -375,6 +375,10 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         ax = fig.add_subplot(outer[slot])
         _, k = panel.magnify
         _draw_panel(ax, panel, colors, vmax / k, True)  # k cells of it hold one square cell's rows
+        if panel.magnify[0] == 0:  # beside the true shape, on its y axis: said once, there
+            ax.set_ylabel("")
+            ax.tick_params(labelleft=False)
+            ax.set_anchor("W")
         if panel.note:
             _panel_note(ax, panel.note)
         later.append(ax)
