@@ -228,6 +228,11 @@ def _held_unchanged(url, x, y, ledgers):
     now = sources.listing_digest(url, "zarr")
     if now is None or any(e["stamp"] != now for e in entries):
         return None
+    # and as many rows as held: a store that grew (or shrank) keeping its files' names, sizes
+    # and times (coarse clocks, copies that keep times), or that grew between a job's opening
+    # and its listing, must be opened, as every store was before
+    if any(store.stored_rows(url, x) != int(e["rows"]) for e in entries):
+        return None
     return entries
 
 
@@ -1598,7 +1603,8 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     drift, _ = _frame_drift(frame, model)  # to the model as it is now, as project reports
     project = {**_project_base(model.model_id_, mod.path, out.path, model), **appended, "drift_deg": drift,
                "frame_model_id": frame.model_id_,
-               "frame_version": state["attrs"].get("model_version"), "one_read": True,
+               "frame_version": state["attrs"].get("model_version"),
+               "one_read": bool(appended.get("rows_written")),
                "timings": clock.report(), "versions": _versions(update["version"])}
     return [update, project]
 

@@ -110,6 +110,7 @@ __all__ = [
     "read_summaries",
     "storage_errors",
     "storage_options",
+    "stored_rows",
     "tidy_output",
     "timestamp",
     "write_bytes",
@@ -676,6 +677,31 @@ def _check_chunks(arr, label):
                f"or never written because it held only the fill value {arr.fill_value!r}); "
                "pass --allow-missing-chunks to read missing chunks as the fill value")
         raise InputError(msg)
+
+
+def stored_rows(url, x="X"):
+    """Rows of the Zarr array ``x`` of the group at ``url``, from its metadata file alone.
+
+    One small read (``zarr.json``, or v2's ``.zarray``) instead of opening
+    the group; None when that cannot tell (no such file, consolidated or
+    unusual layouts): the caller then opens the input.
+    """
+    name = "/".join(p for p in str(x).split("/") if p not in ("", "."))
+    if not name or ".." in name.split("/"):
+        return None
+    try:
+        fs, root = _fs(url)
+    except InputError:
+        return None
+    for meta in ("zarr.json", ".zarray"):
+        try:
+            doc = json.loads(fs.cat_file(f"{str(root).rstrip('/')}/{name}/{meta}"))
+        except Exception:  # absent, unreadable, not JSON: an optimisation, so "cannot tell"
+            continue
+        shape = doc.get("shape") if isinstance(doc, dict) else None
+        if isinstance(shape, list) and shape and isinstance(shape[0], int):
+            return shape[0]
+    return None
 
 
 def open_input(url, x="X", y="y", require_y=True, storage_options=None,

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import os
 import re
 import shutil
 
@@ -808,3 +809,37 @@ def test_a_job_whose_project_step_would_refuse_leaves_the_model_as_it_was(days, 
         assert "left as it was" in str(err.value)
     assert before == (sorted(p.name for p in (d / "m").iterdir()), (d / "m" / "CURRENT").read_text(),
                       store.open_output(d / "o.zarr").attrs.asdict())
+
+
+@pytest.mark.parametrize("change", ["grown", "shrunk"])
+def test_a_store_resized_under_the_same_listing_is_opened_not_skipped(tmp_path, change):
+    # Equal listings (coarse clocks, copies that keep times, a store that grew between a job's
+    # opening and its listing) do not prove equal rows: the store's metadata is read too.
+    from streamproj import sources
+
+    X, y = make_classes(n=1200, p=5, k=2, seed=22)
+    for i in (0, 1):  # uncompressed 1,000-row chunks: resizing keeps every file's size
+        g = zarr.open_group(str(tmp_path / f"day-{i}.zarr"), mode="w")
+        g.create_array("X", data=X[i * 600:i * 600 + 600], chunks=(1000, 5), compressors=None)
+        g.create_array("y", data=y[i * 600:i * 600 + 600], chunks=(1000,), compressors=None)
+    jobs.fit_model(str(tmp_path / "day-*.zarr"), tmp_path / "m")
+    day0 = tmp_path / "day-0.zarr"
+    times = {p: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in day0.rglob("*")}
+    g = zarr.open_group(str(day0), mode="a")
+    n = 900 if change == "grown" else 300
+    g["X"].resize((n, 5))
+    g["y"].resize((n,))
+    if change == "grown":
+        g["X"][600:] = X[:300] + 1.0
+        g["y"][600:] = y[:300]
+    for p, (a, m) in times.items():  # the same names, sizes and times as when merged
+        os.utime(p, ns=(a, m))
+    (entry,) = [e for e in sp.load(tmp_path / "m").meta_["sources"] if "day-0" in e["url"]]
+    assert sources.listing_digest(entry["url"], "zarr") == entry["stamp"]  # the listing cannot tell
+    if change == "grown":
+        report = jobs.update_model(tmp_path / "m", str(tmp_path / "day-*.zarr"))
+        assert report["sources"][0]["status"] == "grown"
+        assert report["rows_added"] == 300
+    else:
+        with pytest.raises(SourceChangedError, match="rows were removed"):
+            jobs.update_model(tmp_path / "m", str(tmp_path / "day-*.zarr"))
