@@ -245,6 +245,12 @@ def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected
     assert f"magnified {k}x" in twin.get_title()
     assert f"magnified {k}x" in twin.get_xlabel()
     assert twin.get_window_extent().width > 4 * ax.get_window_extent().width
+    # equally tall and top-aligned, so the shared y axis reads across (also at a large size)
+    for f in (fig, draw_output(projected / "o.zarr", size=(3000, 1600))):
+        f.canvas.draw()
+        a, b = f.streamproj_axes[0].get_window_extent(), f.streamproj_magnified[0].get_window_extent()
+        assert abs(a.y0 - b.y0) < 1.5
+        assert abs(a.y1 - b.y1) < 1.5
     # drawn exactly k times magnified, as labelled (auto aspect drew what the slot allowed)
     tb, mb = twin.get_window_extent(), ax.get_window_extent()
     drawn = (tb.width / np.ptp(twin.get_xlim())) / (tb.height / np.ptp(twin.get_ylim()))
@@ -282,6 +288,26 @@ def test_classes_mostly_outside_are_named_and_a_few_rows_are_ticks_not_spikes():
     big = [k for k in range(len(summary.rows)) if summary.rows[k] >= 200]
     top = max((summary.margin[k] / (summary.rows[k] * width)).max() for k in big)
     assert margin.get_ylim()[1] < 1.2 * top
+
+
+def test_a_small_class_at_one_end_and_the_boundary_stay_in_the_picture():
+    # 0.1 % of the rows, all beyond the 1-99 % quantiles of all rows: the limits left them
+    # out whole, and the boundary with them
+    rng = np.random.default_rng(11)
+    n, few = 200_000, 200
+    z = np.column_stack([rng.normal(2.0, 0.3, n), rng.normal(0.0, 3.0, n)])
+    z[:few, 0] = rng.normal(-1.5, 0.2, few)
+    labels = np.where(np.arange(n) < few, 0, 1)
+    from streamproj.plot.picture import Source, draw_source
+    from streamproj.plot.reading import Blocks
+
+    source = Source(Blocks({"z": z, "label": labels, "y": labels}), np.array([0, 1]),
+                    np.eye(2), np.zeros(2), np.array([[1.0, 0.0]]), np.array([0.0]),
+                    ["signed distance to boundary", "boundary-parallel PC 1"], "data", "m", "y")
+    summary = draw_source(source).streamproj_summary
+    assert summary.limits[0, 0] < z[:few, 0].min()
+    assert summary.limits[0, 0] < 0 < summary.limits[0, 1]
+    assert summary.outside[(0, 1)] < 50
 
 
 def test_two_fully_overlapping_classes_render_as_a_mixed_colour():

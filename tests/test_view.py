@@ -138,6 +138,23 @@ def test_view_from_python_and_jupyter(tmp_path):
     assert v.save(tmp_path / "v.html") == tmp_path / "v.html"
 
 
+def test_a_few_far_rows_do_not_set_the_views_cells():
+    # 0.05 % of the rows 10^4 times further out: the extent took them in, and its finest
+    # cell held nearly every other row
+    rng = np.random.default_rng(12)
+    X, y = make_classes(n=40_000, p=4, k=2, seed=12)
+    far = rng.random(X.shape[0]) < 0.0005
+    m = sp.BoundaryProjector().fit(X[~far], y[~far])
+    X = X.copy()
+    X[far] = (X[far] - X.mean(axis=0)) * 1e4
+    p = view_projection(m, X, y).pyramid
+    z = m.transform(X[~far])
+    span = p.extent[:, 1] - p.extent[:, 0]  # (square cells: the longer side sets both)
+    assert np.all(span < 5 * np.ptp(z, axis=0).max()), span  # far rows: 10^4 times that
+    assert p.extent[0, 0] < 0 < p.extent[0, 1]
+    assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # the rows spread over many cells
+
+
 # ---------------------------------------------------------------- real browser
 def _browser():
     try:

@@ -381,6 +381,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
             ax.set_anchor("W")
         if panel.note:
             _panel_note(ax, panel.note)
+        if panel.magnify[0] == 0 and len(axes) == 1:
+            _same_height(next(iter(axes.values())), ax)
         later.append(ax)
         slot += 1
     if margin is not None:
@@ -413,6 +415,20 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     fig.streamproj_axes = main_axes  # type: ignore[attr-defined]  # for tests and callers: the data axes, in drawing order
     fig.streamproj_magnified = later  # type: ignore[attr-defined]  # and the magnified twin, if any
     return fig
+
+
+def _same_height(a, b):
+    """Two fixed-aspect panels side by side, made equally tall and top-aligned.
+
+    Each box keeps its own aspect (and so its magnification); the taller
+    shrinks to the shorter, so their shared y axis reads across.
+    """
+    a.apply_aspect()
+    b.apply_aspect()
+    pa, pb = a.get_position(), b.get_position()
+    h, top = min(pa.height, pb.height), min(pa.y1, pb.y1)
+    for ax, p in ((a, pa), (b, pb)):
+        ax.set_position([p.x0, top - h, p.width * h / p.height, h])
 
 
 def _stretch_of(panel):

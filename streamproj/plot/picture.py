@@ -20,8 +20,10 @@ from . import figure as figmod
 from .reading import (
     Blocks,
     ClassMap,
+    class_spread_limits,
     coordinates,
     count_classes,
+    sample_columns,
     sample_rows,
     spread_limits,
     stream,
@@ -324,10 +326,15 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     placed = _pairs(d, axes)
     pairs = [p for _, _, p in placed]
     classmap = _classmap(source, top)
-    limits = spread_limits(sample_rows(source.blocks, "z"))
+    sample = sample_columns(source.blocks, ["z", "label"])
+    limits = class_spread_limits(sample["z"], sample["label"])
     binary = None
     if len(source.classes) == 2:
         binary = (classmap.bucket_of_class(0), classmap.bucket_of_class(1))
+        # the boundary is always in the picture (a class far on one side drew none)
+        lo, hi = limits[0]
+        edge = 0.02 * (hi - lo)
+        limits[0] = (min(lo, -edge), max(hi, edge))
     bins = _bins(limits, pairs, source.blocks.n, stretch, resolution)
     margin_bins = 200
     if binary is not None:
@@ -392,7 +399,8 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
     disagree = 1 - summary.agree / max(summary.predicted, 1)
     title = "standard PCA" + (" (standardised)" if mode == "standardized" else "")
     text = (f"{note}\nthe best line in this plane disagrees with\nthe classifier on "
-            f"{disagree:.1%} of rows; {summary.outside[pair]:,} rows outside")
+            f"{disagree:.1%} of rows; {summary.outside[pair]:,} "
+            f"row{'' if summary.outside[pair] == 1 else 's'} outside")
     return figmod.Panel(summary.grids[pair], (limits[0], limits[1]), "PC 1", "PC 2", title,
                         note=text)
 

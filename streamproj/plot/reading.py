@@ -25,10 +25,12 @@ __all__ = [
     "COORDINATE_NAMES",
     "Blocks",
     "ClassMap",
+    "class_spread_limits",
     "coordinates",
     "count_classes",
     "robust_limits",
     "robust_limits_each",
+    "sample_columns",
     "sample_rows",
     "spread_limits",
     "stream",
@@ -194,22 +196,48 @@ def sample_rows(blocks, name, max_blocks=8, max_rows=400_000):
     Cheap (a few blocks of the pass), and spread over the whole array so
     that a class- or time-sorted output is still represented.
     """
+    return sample_columns(blocks, [name], max_blocks, max_rows)[name]
+
+
+def sample_columns(blocks, names, max_blocks=8, max_rows=400_000):
+    """:func:`sample_rows` of several arrays at once, the same rows of each: ``{name: rows}``."""
     count = len(blocks)
     if count == 0:  # no rows: an empty sample of the right width
-        return np.empty((0, *blocks.arrays[name].shape[1:]))
+        return {n: np.empty((0, *blocks.arrays[n].shape[1:])) for n in names}
     picks = np.unique(np.linspace(0, count - 1, min(count, max_blocks)).round().astype(int))
-    parts = []
+    parts: dict[int, dict] = {}
     lock = threading.Lock()
     per_block = max(1, max_rows // len(picks))
 
-    def keep(block, _start):
-        values = block[name]
-        step = max(1, values.shape[0] // per_block)
+    def keep(block, start):
+        step = max(1, block[names[0]].shape[0] // per_block)
+        kept = {n: np.asarray(block[n])[::step] for n in names}
         with lock:
-            parts.append(values[::step])
+            parts[start] = kept
 
-    stream(blocks, keep, [name], picks)
-    return np.concatenate(parts)
+    stream(blocks, keep, list(dict.fromkeys(names)), picks)
+    order = sorted(parts)
+    return {n: np.concatenate([parts[k][n] for k in order]) for n in names}
+
+
+def class_spread_limits(values, labels, min_rows=20, **kw):
+    """:func:`spread_limits` of all rows, widened to each class's own (of ``min_rows`` or more).
+
+    A class of 0.1 % of the rows lying at one end is beyond the 1-99 %
+    quantiles of all rows, and was left out of the picture whole.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    lim = spread_limits(values, **kw)
+    if values.shape[0] == 0:
+        return lim
+    labels = np.asarray(labels).ravel()
+    for cls in np.unique(labels):
+        rows = values[labels == cls]
+        if rows.shape[0] >= min_rows:
+            own = spread_limits(rows, **kw)
+            lim[:, 0] = np.minimum(lim[:, 0], own[:, 0])
+            lim[:, 1] = np.maximum(lim[:, 1], own[:, 1])
+    return lim
 
 
 def robust_limits(values, tail=0.001, pad=0.05):

@@ -17,7 +17,7 @@ import html as _html
 import numpy as np
 
 from .. import solvers
-from ..plot.reading import ClassMap, count_classes, robust_limits_each, sample_rows, stream
+from ..plot.reading import ClassMap, class_spread_limits, count_classes, sample_columns, stream
 from .html import DEFAULT_BUDGET, encode_view, render_page
 from .pyramid import Pyramid
 
@@ -97,10 +97,18 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         classmap = ClassMap(source.classes, counts, top)
     else:
         classmap = ClassMap(source.classes)
-    # wide limits (the user zooms in); rows beyond them are counted and said
-    sample = sample_rows(blocks, "z")[:, [i, j]]
-    limits, first_view = robust_limits_each(sample, [(1e-4, 0.2), (0.001, 0.05)])
+    # wide limits (the user zooms in), set as the PNG's are (every class's own range, a few
+    # far rows ignored), twice as far out; rows beyond them are counted and said
+    sample = sample_columns(blocks, ["z", "label"])
+    z = sample["z"][:, [i, j]]
+    limits = class_spread_limits(z, sample["label"], reach=2.0, pad=0.2)
+    first_view = class_spread_limits(z, sample["label"])
     binary = len(source.classes) == 2
+    for lim in (limits, first_view):
+        for k, axis in enumerate((i, j)):
+            if binary and axis == 0:  # the boundary is always in view
+                edge = 0.02 * (lim[k, 1] - lim[k, 0])
+                lim[k] = (min(lim[k, 0], -edge), max(lim[k, 1], edge))
     # two classes: z[0] = 0 is a cell edge at every level, so no cell mixes rows of both sides
     edges = tuple(0.0 if binary and axis == 0 else None for axis in (i, j))
     # the finest grid is the pass's memory: at most 2^24 counts (64 MiB) whatever the classes
