@@ -231,7 +231,10 @@ def class_spread_limits(values, labels, min_rows=20, **kw):
     if values.shape[0] == 0:
         return lim
     labels = np.asarray(labels).ravel()
-    for cls in np.unique(labels):
+    columns = values.T
+    out = ((columns < lim[:, :1]) | (columns > lim[:, 1:])).any(axis=0)
+    # only a class with rows beyond the limits can widen them
+    for cls in np.unique(labels[out]) if out.any() else ():
         rows = values[labels == cls]
         if rows.shape[0] >= min_rows:
             own = spread_limits(rows, **kw)
@@ -257,6 +260,9 @@ def robust_limits(values, tail=0.001, pad=0.05):
     return robust_limits_each(values, [(tail, pad)])[0]
 
 
+QUANTILE_ROWS = 50_000
+
+
 def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
     """Per-column limits that show the tails of the bulk but not a few far rows.
 
@@ -275,15 +281,18 @@ def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
     ndarray (d, 2)
     """
     values = np.asarray(values, dtype=np.float64)
-    finite = np.isfinite(values).all(axis=1)
-    if not finite.all():
-        values = values[finite]
+    if not np.isfinite(values).all():  # (one flat test: a test per row costs 5x more)
+        values = values[np.isfinite(values).all(axis=1)]
     if values.shape[0] == 0:
         return np.tile([-1.0, 1.0], (values.shape[1], 1))
-    q_lo, q_hi = np.quantile(values, [core, 1 - core], axis=0)
+    columns = np.ascontiguousarray(values.T)  # reductions along rows of an (m, 2) are strided
+    # the quantiles of at most QUANTILE_ROWS rows (a partition of 400,000 took ~10 ms a call,
+    # and a picture asks for several): ±0.3 % of a 1 % quantile; the range is the whole sample's
+    step = max(1, values.shape[0] // QUANTILE_ROWS)
+    q_lo, q_hi = np.quantile(columns[:, ::step], [core, 1 - core], axis=1)
     width = q_hi - q_lo
-    lo = np.maximum(values.min(axis=0), q_lo - reach * width)
-    hi = np.minimum(values.max(axis=0), q_hi + reach * width)
+    lo = np.maximum(columns.min(axis=1), q_lo - reach * width)
+    hi = np.minimum(columns.max(axis=1), q_hi + reach * width)
     span = hi - lo
     flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
     span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
