@@ -189,7 +189,8 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
     return out
 
 
-def _open_changed(inputs, x, y, require_y, allow_missing_chunks, model_columns, ledgers):
+def _open_changed(inputs, x, y, features, label, require_y, allow_missing_chunks, model_columns,
+                  ledgers):
     """:func:`open_inputs` for a step that skips what it holds: ``(sources, skipped)``.
 
     A Zarr store that every ledger in ``ledgers`` holds under the same arrays,
@@ -198,9 +199,10 @@ def _open_changed(inputs, x, y, require_y, allow_missing_chunks, model_columns, 
     matches, entries)``. A nightly glob over every day otherwise opened each
     store's metadata every night (8 ms each here, growing with the days).
     The last match is always opened, so there is a source to report on.
+    Tables (``features``, ``label``, a model of tables) are all opened.
     """
-    if model_columns is not None or not ledgers:
-        return open_inputs(inputs, x, y, None, None, require_y, allow_missing_chunks,
+    if features is not None or label is not None or model_columns is not None or not ledgers:
+        return open_inputs(inputs, x, y, features, label, require_y, allow_missing_chunks,
                            model_columns), []
     specs = _specs(inputs)
     remote = next((s for s in specs if not store.is_local(s)), None)
@@ -692,13 +694,10 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     clock = _Clock()
     with clock("open"):
         meta = store.read_model_meta(model_path)
-        if features is None and label is None and not verify and meta:
-            # (--verify reads every held source again: they are all opened)
-            srcs, skipped = _open_changed(inputs, x, y, True, allow_missing_chunks,
-                                          _model_columns(meta), [meta.get("sources") or []])
-        else:
-            srcs, skipped = open_inputs(inputs, x, y, features, label, True,
-                                        allow_missing_chunks, _model_columns(meta)), []
+        # (--verify reads every held source again: they are all opened)
+        held = [meta.get("sources") or []] if meta and not verify else []
+        srcs, skipped = _open_changed(inputs, x, y, features, label, True, allow_missing_chunks,
+                                      _model_columns(meta), held)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
     with store.model_lock(model_path):
         plan = _plan_update(model_path, srcs, verify, progress, clock, skipped)
@@ -1578,15 +1577,10 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     if state is not None and state["frame"] is not None and state["attrs"].get("sources"):
         with clock("open"):
             meta = store.read_model_meta(mod.path)
-            if inp.features is None and inp.label is None and meta:
-                # held unchanged by the model and by OUT: not opened
-                srcs, skipped = _open_changed(
-                    inp.paths, inp.x, inp.y, True, inp.allow_missing_chunks,
-                    _model_columns(meta), [meta.get("sources") or [], state["attrs"]["sources"]])
-            else:
-                srcs, skipped = open_inputs(inp.paths, inp.x, inp.y, inp.features, inp.label,
-                                            True, inp.allow_missing_chunks,
-                                            _model_columns(meta)), []
+            # held unchanged by the model and by OUT: not opened
+            held = [meta.get("sources") or [], state["attrs"]["sources"]] if meta else []
+            srcs, skipped = _open_changed(inp.paths, inp.x, inp.y, inp.features, inp.label, True,
+                                          inp.allow_missing_chunks, _model_columns(meta), held)
         store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", mod.path),
                              ("output", out.path))
         with store.model_lock(mod.path):

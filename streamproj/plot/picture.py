@@ -27,6 +27,7 @@ from .reading import (
     sample_rows,
     spread_limits,
     stream,
+    with_zero,
 )
 from .summary import PictureSummary
 
@@ -211,11 +212,6 @@ def _plane_scores(source, i, j):
     return A, b
 
 
-def _plane_holds_the_rule(source, i, j):
-    """:func:`~streamproj.solvers.plane_holds_rule` for the source's axes i and j."""
-    return solvers.plane_holds_rule(source.components, source.coef, i, j)
-
-
 def _boundary_drawer(source, i, j, qda_model):
     """The decision boundary in the plane of axes (i, j), as a drawing function."""
     binary = source.coef.shape[0] == 1
@@ -227,7 +223,7 @@ def _boundary_drawer(source, i, j, qda_model):
             ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
         elif not binary:
             A, b = _plane_scores(source, i, j)
-            exact = _plane_holds_the_rule(source, i, j)
+            exact = solvers.plane_holds_rule(source.components, source.coef, i, j)
             _linear_regions(ax, limits, A, b, figmod.BOUNDARY_COLOR,
                             style="-" if exact else (0, (4, 2)), lw=1.4 if exact else 1.0)
         if qda_model is not None:
@@ -331,10 +327,7 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     binary = None
     if len(source.classes) == 2:
         binary = (classmap.bucket_of_class(0), classmap.bucket_of_class(1))
-        # the boundary is always in the picture (a class far on one side drew none)
-        lo, hi = limits[0]
-        edge = 0.02 * (hi - lo)
-        limits[0] = (min(lo, -edge), max(hi, edge))
+        limits = with_zero(limits, 0)  # the boundary (a class far on one side drew none)
     bins = _bins(limits, pairs, source.blocks.n, stretch, resolution)
     margin_bins = 200
     if binary is not None:
@@ -478,7 +471,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if binary is not None:
         legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
     else:
-        exact = [_plane_holds_the_rule(source, i, j) for _, _, (i, j) in placed]
+        exact = [solvers.plane_holds_rule(source.components, source.coef, i, j)
+                 for _, _, (i, j) in placed]
         if any(exact):
             legend.append(("LDA boundaries", figmod.BOUNDARY_COLOR, "line"))
         if not all(exact):

@@ -34,6 +34,7 @@ __all__ = [
     "sample_rows",
     "spread_limits",
     "stream",
+    "with_zero",
 ]
 
 # The contract's name first; 0.1 wrote ``coords`` and those outputs stay readable.
@@ -297,6 +298,17 @@ def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
     flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
     span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
     return np.column_stack([lo - pad * span, hi + pad * span])
+
+
+def with_zero(limits, axis, margin=0.02):
+    """``limits`` (d, 2) with 0 inside axis ``axis``, ``margin`` of the span from either edge.
+
+    Where the boundary ``z[0] = 0`` is: a picture always shows it.
+    """
+    lo, hi = limits[axis]
+    edge = margin * (hi - lo)
+    limits[axis] = (min(lo, -edge), max(hi, edge))
+    return limits
 
 
 def robust_limits_each(values, specs):

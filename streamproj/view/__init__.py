@@ -17,7 +17,14 @@ import html as _html
 import numpy as np
 
 from .. import solvers
-from ..plot.reading import ClassMap, class_spread_limits, count_classes, sample_columns, stream
+from ..plot.reading import (
+    ClassMap,
+    class_spread_limits,
+    count_classes,
+    sample_columns,
+    stream,
+    with_zero,
+)
 from .html import DEFAULT_BUDGET, encode_view, render_page
 from .pyramid import Pyramid
 
@@ -104,11 +111,8 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     limits = class_spread_limits(z, sample["label"], reach=2.0, pad=0.2)
     first_view = class_spread_limits(z, sample["label"])
     binary = len(source.classes) == 2
-    for lim in (limits, first_view):
-        for k, axis in enumerate((i, j)):
-            if binary and axis == 0:  # the boundary is always in view
-                edge = 0.02 * (lim[k, 1] - lim[k, 0])
-                lim[k] = (min(lim[k, 0], -edge), max(lim[k, 1], edge))
+    if binary and 0 in (i, j):  # the boundary is always in view
+        limits, first_view = (with_zero(lim, (i, j).index(0)) for lim in (limits, first_view))
     # two classes: z[0] = 0 is a cell edge at every level, so no cell mixes rows of both sides
     edges = tuple(0.0 if binary and axis == 0 else None for axis in (i, j))
     # the finest grid is the pass's memory: at most 2^24 counts (64 MiB) whatever the classes
