@@ -1284,11 +1284,14 @@ def _project_base(model_id, model_path, out, model):
             "model_id": model_id, "n_components": int(model.components_.shape[0])}
 
 
-def _plan_append(state, srcs, out, clock):
-    """``(source, first row OUT lacks, OUT's entry)`` for each source with rows OUT lacks, and reports."""
+def _plan_append(state, srcs, out, clock, fix=None):
+    """``(source, first row OUT lacks, OUT's entry)`` for each source with rows OUT lacks, and reports.
+
+    ``fix``: what a refusal offers (default: the command line's ``--overwrite``).
+    """
     held = state["attrs"]["sources"]
     parts, reports = [], []
-    fix = f"rewrite {out} with --overwrite"
+    fix = fix or f"rewrite {out} with --overwrite"
     for src in srcs:
         entry = ledger.find(held, src.key())
         if entry is None:
@@ -1301,12 +1304,12 @@ def _plan_append(state, srcs, out, clock):
     return parts, reports
 
 
-def _refuse_missing_labels(state, parts, out):
+def _refuse_missing_labels(state, parts, out, fix=None):
     """An OUT that holds labels takes no rows without them (``parts``: :func:`_plan_append`'s)."""
     lacking = next((s for s, _, _ in parts if s.y is None), None)
     if "y" in state["arrays"] and lacking is not None:
         msg = (f"{out} holds labels (y) but {lacking.names[1]} is missing; give the label "
-               f"array or column, or rewrite {out} with --overwrite")
+               f"array or column, or {fix or f'rewrite {out} with --overwrite'}")
         raise InputError(msg)
 
 
@@ -1544,8 +1547,9 @@ def _output_guard(config):
                                inp.allow_missing_chunks, _model_columns(meta))
         srcs = list(srcs)
         if frame is not None:  # appended: what the append refuses, refused now
-            parts, _ = _plan_append(state, srcs, out.path, _Clock())
-            _refuse_missing_labels(state, parts, out.path)
+            afresh = f'write {out.path} afresh ([output] mode = "rewrite", overwrite = true)'
+            parts, _ = _plan_append(state, srcs, out.path, _Clock(), afresh)
+            _refuse_missing_labels(state, parts, out.path, afresh)
             _refuse_appended_copies(state["attrs"]["sources"], parts, out.path)
         elif state["attrs"].get("sources"):
             _with_held_sources(state, srcs, out.path, model, config.model.path,

@@ -799,8 +799,10 @@ def test_a_job_whose_project_step_would_refuse_leaves_the_model_as_it_was(days, 
     before = (sorted(p.name for p in (d / "m").iterdir()), (d / "m" / "CURRENT").read_text(),
               store.open_output(d / "o.zarr").attrs.asdict())
     expected = {"no record": r"cannot append to .*records no frame or source rows.*\[output\] mode",
-                "held row edited": r"first 50 rows of .*extra\.zarr/X .* have changed since",
-                "no labels": r"holds labels \(y\) but .*extra2\.zarr/y is missing",
+                "held row edited": r"first 50 rows of .*extra\.zarr/X .* have changed since; "
+                                   r"write .*o\.zarr afresh \(\[output\] mode = \"rewrite\"",
+                "no labels": r"holds labels \(y\) but .*extra2\.zarr/y is missing; .* write "
+                             r".*o\.zarr afresh \(\[output\] mode",
                 "rewrite": r"\[output\] path .*o\.zarr exists and \[output\] overwrite is false"}
     with pytest.raises(sp.errors.StreamprojError, match=expected[case]) as err:
         jobs.run_job(load_config(job))
