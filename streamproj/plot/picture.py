@@ -212,8 +212,12 @@ def _plane_scores(source, i, j):
     return A, b
 
 
-def _boundary_drawer(source, i, j, qda_model):
-    """The decision boundary in the plane of axes (i, j), as a drawing function."""
+def _boundary_drawer(source, i, j, qda_model, exact):
+    """The decision boundary in the plane of axes (i, j), as a drawing function.
+
+    ``exact``: the plane holds the linear rule (:func:`~streamproj.solvers.plane_holds_rule`);
+    otherwise its boundaries are a slice, drawn dashed.
+    """
     binary = source.coef.shape[0] == 1
 
     def draw(ax, limits):
@@ -223,7 +227,6 @@ def _boundary_drawer(source, i, j, qda_model):
             ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
         elif not binary:
             A, b = _plane_scores(source, i, j)
-            exact = solvers.plane_holds_rule(source.components, source.coef, i, j)
             _linear_regions(ax, limits, A, b, figmod.BOUNDARY_COLOR,
                             style="-" if exact else (0, (4, 2)), lw=1.4 if exact else 1.0)
         if qda_model is not None:
@@ -436,20 +439,23 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     names = source.axis_names
     panels = []
     magnified = None
-    for r, c, (i, j) in placed:
+    # whether each plane holds the linear rule (else its boundaries are a slice)
+    exact = [solvers.plane_holds_rule(source.components, source.coef, i, j)
+             for _, _, (i, j) in placed]
+    for (r, c, (i, j)), holds in zip(placed, exact, strict=True):
         lim = (summary.limits[i], summary.limits[j])
-        panels.append((r, c, figmod.Panel(
-            summary.grid((i, j)), lim, f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}",
-            boundary=_boundary_drawer(source, i, j, qda_model))))
+        labels = [f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}"]
+        drawer = _boundary_drawer(source, i, j, qda_model, holds)
+        panels.append((r, c, figmod.Panel(summary.grid((i, j)), lim, labels[0], labels[1],
+                                          boundary=drawer)))
         if (i, j) in summary.magnify:
             side, k = summary.magnify[(i, j)]
             which = (i, j)[side]
-            labels = [f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}"]
             labels[side] = f"z[{which}] magnified {k}x"
             magnified = figmod.Panel(
                 summary.grids[(i, j)], lim, labels[0], labels[1],
-                f"z[{which}] magnified {k}x (true shape: left)",
-                boundary=_boundary_drawer(source, i, j, qda_model), magnify=(side, k))
+                f"z[{which}] magnified {k}x (true shape: left)", boundary=drawer,
+                magnify=(side, k))
     if len(placed) == 1:
         panels[0][2].title = ("true shape (equal aspect)" if magnified is not None
                               else "boundary-preserving projection")
@@ -467,12 +473,9 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     legend = [(f"{name if len(name) <= 40 else name[:39] + '…'} ({rows:,})", colors[k], "patch")
               for k, (name, rows) in enumerate(zip(cm.names, summary.rows, strict=True))
               if rows > 0]
-    exact = [True]
     if binary is not None:
         legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
     else:
-        exact = [solvers.plane_holds_rule(source.components, source.coef, i, j)
-                 for _, _, (i, j) in placed]
         if any(exact):
             legend.append(("LDA boundaries", figmod.BOUNDARY_COLOR, "line"))
         if not all(exact):
@@ -480,7 +483,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if qda_model is not None:
         legend.append(("QDA boundary (slice)", QDA_COLOR, "dotted"))
     notes = []
-    if not all(exact) or qda_model is not None:
+    if (binary is None and not all(exact)) or qda_model is not None:
         notes.append("(slice): the rule also depends on directions a panel does not show; drawn is "
                      "where the panel's plane through the centre (those directions at 0) cuts it")
     if summary.labelled:

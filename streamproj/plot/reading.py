@@ -281,9 +281,7 @@ def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
     -------
     ndarray (d, 2)
     """
-    values = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(values).all():  # (one flat test: a test per row costs 5x more)
-        values = values[np.isfinite(values).all(axis=1)]
+    values = _finite_rows(values)
     if values.shape[0] == 0:
         return np.tile([-1.0, 1.0], (values.shape[1], 1))
     columns = np.ascontiguousarray(values.T)  # reductions along rows of an (m, 2) are strided
@@ -294,6 +292,19 @@ def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
     width = q_hi - q_lo
     lo = np.maximum(columns.min(axis=1), q_lo - reach * width)
     hi = np.minimum(columns.max(axis=1), q_hi + reach * width)
+    return _padded(lo, hi, pad)
+
+
+def _finite_rows(values):
+    """``values`` as float64 without its rows holding a NaN or an infinity."""
+    values = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(values).all():  # (one flat test first: a test per row costs 5x more)
+        values = values[np.isfinite(values).all(axis=1)]
+    return values
+
+
+def _padded(lo, hi, pad):
+    """Limits ``(d, 2)`` from ``lo`` to ``hi`` widened by ``pad`` of the span (1 where flat)."""
     span = hi - lo
     flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
     span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
@@ -318,22 +329,12 @@ def robust_limits_each(values, specs):
     -------
     list of ndarray (d, 2), one per spec
     """
-    values = np.asarray(values, dtype=np.float64)
-    finite = np.isfinite(values).all(axis=1)
-    if not finite.all():
-        values = values[finite]
+    values = _finite_rows(values)
     if values.shape[0] == 0:
         return [np.tile([-1.0, 1.0], (values.shape[1], 1)) for _ in specs]
     tails = [t for t, _ in specs]
     q = np.quantile(values, tails + [1 - t for t in tails], axis=0)
-    out = []
-    for k, (_, pad) in enumerate(specs):
-        lo, hi = q[k], q[len(specs) + k]
-        span = hi - lo
-        flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
-        span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
-        out.append(np.column_stack([lo - pad * span, hi + pad * span]))
-    return out
+    return [_padded(q[k], q[len(specs) + k], pad) for k, (_, pad) in enumerate(specs)]
 
 
 class ClassMap:

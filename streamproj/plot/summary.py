@@ -98,8 +98,8 @@ class PictureSummary:
                      for p, b in dict(bins).items()}
         nb = classmap.n_buckets
         self.grids = {p: np.zeros((nb, *self.bins[p]), dtype=np.int64) for p in self.pairs}
-        self.outside = dict.fromkeys(self.pairs, 0)
-        # per class too: a small class can lie wholly outside, which a total hides
+        # rows outside each pair's limits, per class: a small class can lie wholly outside,
+        # which a total hides
         self.outside_rows = {p: np.zeros(classmap.n_buckets, dtype=np.int64) for p in self.pairs}
         self.margin_bins = margin_bins
         self.margin = np.zeros((nb, margin_bins), dtype=np.int64)
@@ -120,6 +120,11 @@ class PictureSummary:
         if side == 0:
             return grid.reshape(nb, bx // k, k, by).sum(axis=2)
         return grid.reshape(nb, bx, by // k, k).sum(axis=3)
+
+    @property
+    def outside(self):
+        """Rows outside each pair's limits: ``{pair: count}``."""
+        return {p: int(v.sum()) for p, v in self.outside_rows.items()}
 
     @property
     def n(self):
@@ -143,7 +148,6 @@ class PictureSummary:
             if keys.size < inside.size:
                 out = np.bincount(bucket[~inside], minlength=nb)
                 with self._lock:
-                    self.outside[pair] += int(inside.size - keys.size)
                     self.outside_rows[pair] += out
         lo, hi = self.limits[0]
         f = (z0 - lo) * (self.margin_bins / (hi - lo))

@@ -117,7 +117,6 @@ class Pyramid:
         self.n_levels = int(np.log2(finest // coarsest)) + 1
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
-        self.outside = 0
         # rows outside the extent per bucket, and those of them with a non-finite coordinate:
         # with the counts, every class's rows (a small class may lie wholly outside)
         self.outside_by_bucket = np.zeros(classmap.n_buckets, dtype=np.int64)
@@ -193,7 +192,6 @@ class Pyramid:
                 "row": rows[keep]}
         batch = None
         with self._lock:
-            self.outside += int(x.size - n_inside)
             if out_b is not None:
                 self.outside_by_bucket += out_b
                 self.non_finite += non_finite
@@ -250,6 +248,11 @@ class Pyramid:
         finally:
             with self._lock:
                 self._merging = False
+
+    @property
+    def outside(self):
+        """Rows outside the extent (non-finite ones included)."""
+        return int(self.outside_by_bucket.sum())
 
     @property
     def totals(self):
