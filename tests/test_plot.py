@@ -227,15 +227,21 @@ def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected
     (twin,) = fig.streamproj_magnified
     summary = fig.streamproj_summary
     pair = (0, 1)
-    side, k = summary.magnify[pair]
+    side, k = fig.streamproj_magnify[pair]
     lim = summary.limits
     assert side == 0
     assert k == int(np.floor((lim[1, 1] - lim[1, 0]) / (lim[0, 1] - lim[0, 0])))
     assert k >= 3
     fine = summary.grids[pair]
-    assert fine.shape[1] == k * summary.grid(pair).shape[1]
-    # the true shape is the same rows in cells k fine cells wide: nothing counted twice or lost
-    np.testing.assert_array_equal(fine.reshape(fine.shape[0], -1, k, fine.shape[2]).sum(axis=2),
+    f = summary.finer[pair][1]
+    # the twin's cells look square as drawn (the true shape's short side has at least 8 cells,
+    # so they may be counted less than k times finer)
+    cell_x = np.ptp(lim[0]) / fine.shape[1] * k
+    cell_y = np.ptp(lim[1]) / fine.shape[2]
+    assert abs(cell_x / cell_y - 1) < 0.6 / f
+    assert fine.shape[1] == f * summary.grid(pair).shape[1]
+    # the true shape is the same rows in cells f fine cells wide: nothing counted twice or lost
+    np.testing.assert_array_equal(fine.reshape(fine.shape[0], -1, f, fine.shape[2]).sum(axis=2),
                                   summary.grid(pair))
     assert summary.grid(pair).sum() + summary.outside[pair] == summary.n
     fig.canvas.draw()
@@ -257,11 +263,86 @@ def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected
     assert abs(drawn / k - 1) < 0.01
     assert abs((mb.width / np.ptp(ax.get_xlim())) / (mb.height / np.ptp(ax.get_ylim())) - 1) < 0.03
     assert [line.get_xdata()[0] for line in twin.get_lines()] == [0.0]  # the boundary, at 0
-    # asked to stretch, or a grid of panels: no twin
+    # asked to stretch: no twin
     assert draw_output(projected / "o.zarr", stretch=True).streamproj_magnified == []
+
+
+def test_a_flat_strip_gets_its_magnified_twin_under_it_in_square_cells():
+    # z[1] ~50x narrower than z[0]: the true shape is a strip, and the twin under it
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(10_000, 2)) * [10, 0.2]
+    X = np.vstack([X, X * [1, -1]])  # no class mean or tilt along x1: z[1] is x1
+    y = (X[:, 0] + np.tile(rng.normal(size=10_000) * 3, 2) > 0).astype(int)
+    fig = plot_projection(sp.BoundaryProjector().fit(X, y), X, y)
+    summary = fig.streamproj_summary
+    ((pair, (side, k)),) = fig.streamproj_magnify.items()
+    lim = summary.limits
+    assert (pair, side) == ((0, 1), 1)
+    assert k == min(int(np.floor(np.ptp(lim[0]) / np.ptp(lim[1]))), 64)
+    (ax,), (twin,) = fig.streamproj_axes[:1], fig.streamproj_magnified
+    fig.canvas.draw()
+    a, b = ax.get_window_extent(), twin.get_window_extent()
+    assert b.y1 < a.y0  # under it, as wide, on the same x axis
+    assert abs(a.x0 - b.x0) < 1.5
+    assert abs(a.x1 - b.x1) < 1.5
+    assert twin.get_xlim() == ax.get_xlim()
+    drawn = (b.height / np.ptp(twin.get_ylim())) / (b.width / np.ptp(twin.get_xlim()))
+    assert abs(drawn / k - 1) < 0.01
+    assert twin.get_ylabel() == f"z[1] magnified {k}x"
+    assert f"under it z[1] magnified {k}x" in ax.get_title()
+    # its cells look square as drawn: counted f times finer, f < k (the strip has 8 cells)
+    f = summary.finer[pair][1]
+    fine = summary.grids[pair]
+    assert 1 < f < k
+    cell_x = np.ptp(lim[0]) / fine.shape[1]
+    cell_y = np.ptp(lim[1]) / fine.shape[2] * k
+    assert abs(cell_x / cell_y - 1) < 0.6 / f
+    np.testing.assert_array_equal(
+        fine.reshape(fine.shape[0], fine.shape[1], -1, f).sum(axis=3), summary.grid(pair))
+    _assert_text_inside(fig)
+
+
+def test_a_grids_sliver_column_gets_a_magnified_twin_column_row_by_row():
+    # the coin in three axes: z[0] is ~10x narrower than the PCs, so the grid's z[0] column was a
+    # sliver (only a lone panel had a twin)
     X, y = make_coin(n=3000)
-    assert plot_projection(sp.BoundaryProjector(n_components=3).fit(X, y), X, y
-                           ).streamproj_magnified == []
+    fig = plot_projection(sp.BoundaryProjector(n_components=3).fit(X, y), X, y)
+    summary = fig.streamproj_summary
+    lim = summary.limits
+    k = int(np.floor(max(np.ptp(lim[1]), np.ptp(lim[2])) / np.ptp(lim[0])))
+    assert k >= 3
+    assert fig.streamproj_magnify == {(0, 1): (0, k), (0, 2): (0, k)}
+    twins = fig.streamproj_magnified
+    assert len(twins) == 2
+    assert len(fig.streamproj_axes) == 3
+    fig.canvas.draw()
+    true = {ax.get_ylim(): ax for ax in fig.streamproj_axes if ax.get_xlim() == twins[0].get_xlim()}
+    for twin in twins:
+        ax = true[twin.get_ylim()]  # its true shape: the same limits, in the same grid row
+        a, b = ax.get_window_extent(), twin.get_window_extent()
+        assert abs(a.y0 - b.y0) < 1.5
+        assert abs(a.y1 - b.y1) < 1.5
+        assert a.x1 < b.x0  # right of it
+        assert b.width > 4 * a.width
+        drawn = (b.width / np.ptp(twin.get_xlim())) / (b.height / np.ptp(twin.get_ylim()))
+        assert abs(drawn / k - 1) < 0.01
+        assert [line.get_xdata()[0] for line in twin.get_lines()] == [0.0]
+    assert twins[-1].get_xlabel() == f"z[0] magnified {k}x"
+    for pair, (_, f) in summary.finer.items():  # the same rows, counted once: fine cells sum back
+        fine = summary.grids[pair]
+        np.testing.assert_array_equal(
+            fine.reshape(fine.shape[0], -1, f, fine.shape[2]).sum(axis=2), summary.grid(pair))
+    # the other column sits right of the twins, and the notes say what the twin column is
+    other = next(ax for ax in fig.streamproj_axes if ax.get_xlim() != twins[0].get_xlim())
+    assert other.get_window_extent().x0 > twins[-1].get_window_extent().x1
+    assert f"second column is its first (z[0]) magnified {k}x" in " ".join(
+        t.get_text() for t in fig.texts)
+    # with z[0] as wide as the others there is no twin
+    X = np.random.default_rng(5).normal(size=(6000, 3))
+    y = (X[:, 0] > 0).astype(int)
+    fig = plot_projection(sp.BoundaryProjector(n_components=3).fit(X, y), X, y)
+    assert fig.streamproj_magnify == {}
+    assert fig.streamproj_magnified == []
 
 
 def test_classes_mostly_outside_are_named_and_a_few_rows_are_ticks_not_spikes():
@@ -757,7 +838,7 @@ def test_two_class_cells_have_an_edge_exactly_on_the_boundary(projected):
     # a column of cells straddling z0 = 0 mixed the two sides of the classifier
     from streamproj.plot.picture import output_source, summarize
 
-    summary, _ = summarize(output_source(projected / "o.zarr"))
+    summary, _, _ = summarize(output_source(projected / "o.zarr"))
     lo, hi = summary.limits[0]
     z0 = zarr.open_group(str(projected / "o.zarr"))["projection"][:, 0]
     for pair, cells in summary.bins.items():

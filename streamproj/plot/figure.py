@@ -126,21 +126,33 @@ class Panel:
     note : str, optional
         Text under the panel.
     magnify : (side, k), optional
-        The grid's cells are ``k`` times finer along side 0 (x) or 1 (y)
-        than square: drawn stretched that much, shaded as square cells are.
+        Drawn ``k`` times magnified along side 0 (x) or 1 (y): a twin of a
+        true-shape panel (its label says so).
+    fine : int
+        Cells of ``grid`` in one cell of the true shape's (a twin's grid is
+        counted finer, so that its cells look square): shaded as those are.
     """
 
     def __init__(self, grid, limits, xlabel, ylabel, title=None, boundary=None, note=None,
-                 magnify=None):
+                 magnify=None, fine=1):
         self.grid, self.limits = grid, limits
         self.xlabel, self.ylabel, self.title = xlabel, ylabel, title
-        self.boundary, self.note, self.magnify = boundary, note, magnify
+        self.boundary, self.note, self.magnify, self.fine = boundary, note, magnify, fine
 
     @property
     def spans(self):
         """Width and height of the plotted limits."""
         (x0, x1), (y0, y1) = self.limits
         return x1 - x0, y1 - y0
+
+    @property
+    def drawn_spans(self):
+        """The spans as drawn at equal aspect: a magnified side ``k`` times longer."""
+        w, h = self.spans
+        if self.magnify is None:
+            return w, h
+        side, k = self.magnify
+        return (w * k, h) if side == 0 else (w, h * k)
 
 
 def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
@@ -159,21 +171,23 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
     ax.set_xlabel(panel.xlabel, fontsize=fs)
     ax.set_ylabel(panel.ylabel, fontsize=fs)
     ax.tick_params(labelsize=8)
-    narrow_box = ax.get_position().width * ax.figure.get_figwidth() < 1.6 and not stretch
-    if narrow_box:  # a tall thin panel (equal aspect): the labels must fit its width
-        ax.set_xlabel(panel.xlabel.split(":")[0], fontsize=fs)
-    if panel.title and not narrow_box:
-        ax.set_title(panel.title, fontsize=11)
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FixedLocator, MaxNLocator
 
     width_in = ax.get_position().width * ax.figure.get_figwidth()
-    if width_in < 0.7 and x0 < 0 < x1:  # room for one label: the boundary's 0
-        from matplotlib.ticker import FixedLocator
-
-        ax.xaxis.set_major_locator(FixedLocator([0.0]))
-    else:
-        ax.xaxis.set_major_locator(MaxNLocator(2 if width_in < 1.2 else 4 if small else 6))
-    ax.yaxis.set_major_locator(MaxNLocator(6))
+    height_in = ax.get_position().height * ax.figure.get_figheight()
+    narrow_box = width_in < 1.6 and not stretch
+    if narrow_box:  # a tall thin panel (equal aspect): the labels must fit its width
+        ax.set_xlabel(panel.xlabel.split(":")[0], fontsize=fs)
+    if height_in < 1.6 and not stretch:  # a wide flat one: and its height
+        ax.set_ylabel(panel.ylabel.split(":")[0], fontsize=fs)
+    if panel.title and not narrow_box:
+        ax.set_title(panel.title, fontsize=11)
+    for axis, size, (lo, hi), most in ((ax.xaxis, width_in, (x0, x1), 4 if small else 6),
+                                       (ax.yaxis, height_in, (y0, y1), 6)):
+        if size < 0.7 and lo < 0 < hi:  # room for one label: the boundary's (or centre's) 0
+            axis.set_major_locator(FixedLocator([0.0]))
+        else:
+            axis.set_major_locator(MaxNLocator(2 if size < 1.2 else most))
 
 
 def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label):
@@ -253,13 +267,15 @@ def _density_key(fig, rect, vmax, cell):
 
 
 def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), notes=(),
-         stretch=False, size=None, dpi=100, magnified=None):
+         stretch=False, size=None, dpi=100):
     """Lay out and draw the whole figure; returns a ``matplotlib.figure.Figure``.
 
     Parameters
     ----------
     projection : list of (row, col, Panel)
-        The projection's panels on a lower-triangular grid (one panel: ``(0, 0)``).
+        The projection's panels on a grid (one panel: ``(0, 0)``). Panels with
+        ``magnify`` set are magnified twins, drawn ``k`` times longer along
+        their side; every panel of a grid column (row) draws the same span.
     legend : list of (label, color, kind), kind "patch", "line", "dashed" or "dotted"
     colors : ndarray (B, 3)
     margin : dict, optional
@@ -268,22 +284,20 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         Comparison panels, drawn to the right.
     notes : sequence of str
         Lines under the figure.
-    magnified : Panel, optional
-        The lone projection panel again, one side magnified (``Panel.magnify``),
-        drawn beside it.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    panels = [p for _, _, p in projection] + list(pca)
+    panels = [p for _, _, p in projection if p.magnify is None] + list(pca)
     vmax = max(max(float(p.grid.sum(axis=0).max()) for p in panels), 1.0)
     nrow = 1 + max(r for r, _, _ in projection)
     ncol = 1 + max(c for _, c, _ in projection)
     # equal aspect: the grid's columns and rows are as wide and tall as their data spans
-    col_span = [next(p.spans[0] for _, c, p in projection if c == j) for j in range(ncol)]
-    row_span = [next(p.spans[1] for r, _, p in projection if r == i) for i in range(nrow)]
+    # (a twin's, magnified)
+    col_span = [next(p.drawn_spans[0] for _, c, p in projection if c == j) for j in range(ncol)]
+    row_span = [next(p.drawn_spans[1] for r, _, p in projection if r == i) for i in range(nrow)]
     margin_lines = margin.pop("lines", []) if margin is not None else []
     main_h = 4.0 if nrow == 1 else 4.8
     ratio = sum(col_span) / sum(row_span)
@@ -291,10 +305,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     pca_w = [float(np.clip(p.spans[0] / p.spans[1] * main_h, 1.3, 5.0)) if not stretch
              else main_h * 1.1 for p in pca]
     margin_w = 3.2 if margin is not None else 0.0
-    extra = [magnified] if magnified is not None else []
-    mag_w = [float(np.clip(p.spans[0] / p.spans[1] * _stretch_of(p) * main_h, 1.3, 5.0))
-             for p in extra]
-    widths = [proj_w] + mag_w + ([margin_w] if margin is not None else []) + pca_w
+    widths = [proj_w] + ([margin_w] if margin is not None else []) + pca_w
     fig_w = sum(widths) + 1.0 * len(widths) + 0.6 if size is None else size[0] / dpi
     # text is broken to the figure's width, and the bands above and below the panels
     # grow with its lines: nothing is clipped at the right edge of a narrow figure
@@ -313,8 +324,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     wspace = 1.0 * len(widths) / sum(widths)
     avg = (fig_w - 0.95) / (len(widths) + (len(widths) - 1) * wspace)
     slots = [w / np.mean(widths) * avg for w in widths]
-    noted = extra + list(pca)  # the panels beside the projection that carry a note
-    slot_w = slots[1:1 + len(extra)] + slots[len(widths) - len(pca):]
+    noted = list(pca)  # the panels beside the projection that carry a note
+    slot_w = slots[len(widths) - len(pca):]
     notes_given = [p.note for p in noted]
 
     def bottom_band(panel_h):
@@ -324,7 +335,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                 shown_w = w if stretch or panel.magnify else min(w, panel_h * aspect)
                 panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.3, 8.5,
                                               dpi=dpi))
-        note_lines = max((len(p.note.splitlines()) for p in panels + extra if p.note), default=0)
+        note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
         # notes, the density key, the panels' tick labels and axis label, their own notes
         return 0.15 + 0.16 * len(text) + 1.0 + (0.14 * note_lines + 0.2 if note_lines else 0.0)
 
@@ -349,11 +360,16 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     inner = outer[0].subgridspec(nrow, ncol, width_ratios=col_span, height_ratios=row_span,
                                  wspace=0.08, hspace=0.08)
     axes = {}
+    later = []
     for r, c, panel in projection:
         ax = fig.add_subplot(inner[r, c])
-        _draw_panel(ax, panel, colors, vmax, stretch, small)
+        if panel.magnify is None:
+            _draw_panel(ax, panel, colors, vmax, stretch, small)
+        else:  # ``fine`` of its cells hold one true-shape cell's rows
+            _draw_panel(ax, panel, colors, vmax / panel.fine, True, small)
+            later.append(ax)
         axes[(r, c)] = ax
-        if nrow > 1:
+        if len(projection) > 1:  # labels once per grid row and column
             if r < nrow - 1:
                 ax.set_xlabel("")
                 ax.tick_params(labelbottom=False)
@@ -362,29 +378,14 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                 ax.tick_params(labelleft=False)
         if panel.note:
             _panel_note(ax, panel.note)
-    if nrow > 1:  # share limits along the grid's rows and columns
+    if len(projection) > 1:  # share limits along the grid's rows and columns
         for (r, c), ax in axes.items():
             if (r, 0) in axes and c > 0:
                 ax.sharey(axes[(r, 0)])
             if (nrow - 1, c) in axes and r < nrow - 1:
                 ax.sharex(axes[(nrow - 1, c)])
-    main_axes = list(axes.values())
+    main_axes = [ax for ax in axes.values() if ax not in later]
     slot = 1
-    later = []
-    for panel in extra:
-        ax = fig.add_subplot(outer[slot])
-        _, k = panel.magnify
-        _draw_panel(ax, panel, colors, vmax / k, True)  # k cells of it hold one square cell's rows
-        if panel.magnify[0] == 0:  # beside the true shape, on its y axis: said once, there
-            ax.set_ylabel("")
-            ax.tick_params(labelleft=False)
-            ax.set_anchor("W")
-        if panel.note:
-            _panel_note(ax, panel.note)
-        if panel.magnify[0] == 0 and len(axes) == 1:
-            _same_height(next(iter(axes.values())), ax)
-        later.append(ax)
-        slot += 1
     if margin is not None:
         _margin_panel(fig.add_subplot(outer[slot]), **margin)
         slot += 1
@@ -413,22 +414,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     fig.text(0.5 / fig_w, 0.1 / fig_h, "\n".join(text), ha="left", va="bottom", fontsize=8.5,
              color="#222222", linespacing=1.35)
     fig.streamproj_axes = main_axes  # type: ignore[attr-defined]  # for tests and callers: the data axes, in drawing order
-    fig.streamproj_magnified = later  # type: ignore[attr-defined]  # and the magnified twin, if any
+    fig.streamproj_magnified = later  # type: ignore[attr-defined]  # and the magnified twins, if any
     return fig
-
-
-def _same_height(a, b):
-    """Two fixed-aspect panels side by side, made equally tall and top-aligned.
-
-    Each box keeps its own aspect (and so its magnification); the taller
-    shrinks to the shorter, so their shared y axis reads across.
-    """
-    a.apply_aspect()
-    b.apply_aspect()
-    pa, pb = a.get_position(), b.get_position()
-    h, top = min(pa.height, pb.height), min(pa.y1, pb.y1)
-    for ax, p in ((a, pa), (b, pb)):
-        ax.set_position([p.x0, top - h, p.width * h / p.height, h])
 
 
 def _stretch_of(panel):

@@ -187,21 +187,66 @@ def _on_the_boundary(limits, bins, margin_bins):
 
 
 def _magnify(limits, placed, stretch):
-    """``{pair: (side, k)}`` for a lone panel whose equal aspect would leave it a sliver.
+    """``{pair: (side, k)}`` for the panels whose equal aspect would leave them a sliver.
 
-    A side ``MAGNIFY_ABOVE`` times shorter than the other (in the data's
-    units) is also drawn ``k`` times magnified, in a panel of its own beside
-    the true shape.
+    A lone panel with a side ``MAGNIFY_ABOVE`` times shorter than the other
+    (in the data's units) is also drawn ``k`` times magnified along it, in a
+    panel of its own beside (or under) the true shape. In a pair grid only
+    z[0] is magnified: the boundary's normal is a discriminant, not a
+    variance direction, so it is the axis that is often far narrower than
+    the principal components; the grid's z[0] column gets a magnified twin.
     """
-    if stretch or len(placed) != 1:
+    if stretch:
         return {}
-    pair = placed[0][2]
-    spans = [limits[a, 1] - limits[a, 0] for a in pair]
-    short = int(np.argmin(spans))
-    ratio = spans[1 - short] / spans[short]
-    if not ratio >= MAGNIFY_ABOVE[short]:
+    if len(placed) == 1:
+        pair = placed[0][2]
+        spans = [limits[a, 1] - limits[a, 0] for a in pair]
+        short = int(np.argmin(spans))
+        ratio = spans[1 - short] / spans[short]
+        if not ratio >= MAGNIFY_ABOVE[short]:
+            return {}
+        return {pair: (short, int(min(np.floor(ratio), MAX_MAGNIFY)))}
+    column = [p for _, _, p in placed if p[0] == 0]
+    others = {a for _, _, p in placed for a in p} - {0}
+    ratio = max(limits[a, 1] - limits[a, 0] for a in others) / (limits[0, 1] - limits[0, 0])
+    if not column or not ratio >= MAGNIFY_ABOVE[0]:
         return {}
-    return {pair: (short, int(min(np.floor(ratio), MAX_MAGNIFY)))}
+    k = int(min(np.floor(ratio), MAX_MAGNIFY))
+    return dict.fromkeys(column, (0, k))
+
+
+def _finer_counts(limits, bins, magnify):
+    """``{pair: (side, f)}``: how much finer a twin's cells are counted than the true shape's.
+
+    Drawn ``k`` times magnified, a cell ``f`` times finer along that side
+    looks square: ``f = k`` unless the true shape's short side already has
+    more cells than square ones (``_bins`` gives it at least 8).
+    """
+    out = {}
+    for pair, (side, k) in magnify.items():
+        short, long = pair[side], pair[1 - side]
+        cells = (limits[short, 1] - limits[short, 0]) / bins[pair][side]
+        square = (limits[long, 1] - limits[long, 0]) / bins[pair][1 - side]
+        out[pair] = (side, max(1, round(k * cells / square)))
+    return out
+
+
+def _twin_places(placed, magnify):
+    """(row, col) of each placed pair's magnified twin, or None: beside or under its true shape.
+
+    A lone panel's twin sits right of it (x magnified) or under it (y
+    magnified); a grid's z[0] column gets a twin column right of it, and the
+    grid's other columns move one to the right.
+    """
+    out: list[tuple[int, int] | None] = []
+    for r, c, pair in placed:
+        if pair not in magnify:
+            out.append(None)
+        elif len(placed) == 1:
+            out.append((0, 1) if magnify[pair][0] == 0 else (1, 0))
+        else:
+            out.append((r, c + 1))
+    return out
 
 
 def _plane_scores(source, i, j):
@@ -320,7 +365,11 @@ def _classmap(source, top):
 
 
 def summarize(source, axes=None, stretch=False, top=8, resolution=420):
-    """Robust limits from a sample, then one pass: the filled :class:`PictureSummary`."""
+    """Robust limits from a sample, then one pass.
+
+    Returns the filled :class:`PictureSummary`, the placed pairs
+    (:func:`_pairs`) and the magnified twins (:func:`_magnify`).
+    """
     d = source.blocks.arrays["z"].shape[1]
     placed = _pairs(d, axes)
     pairs = [p for _, _, p in placed]
@@ -335,12 +384,13 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     margin_bins = 200
     if binary is not None:
         limits, bins, margin_bins = _on_the_boundary(limits, bins, margin_bins)
+    magnify = _magnify(limits, placed, stretch)
     summary = PictureSummary(classmap, limits, pairs, bins, margin_bins=margin_bins,
                              binary=binary, choice=_choice(source),
-                             magnify=_magnify(limits, placed, stretch))
+                             finer=_finer_counts(limits, bins, magnify))
     names = [n for n in ("z", "label", "y", "predicted") if n in source.blocks.arrays]
     stream(source.blocks, summary.add, names)
-    return summary, placed
+    return summary, placed, magnify
 
 
 def _pca_panel(model, X, labels, classmap, mode, resolution):
@@ -432,13 +482,15 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         msg = (f"{' and '.join(asked)} need{'s' if len(asked) == 1 else ''} the model: pass "
                "--model MODEL (in Python, model=...)")
         raise InputError(msg)
-    summary, placed = summarize(source, axes, stretch, top, resolution)
+    summary, placed, magnify = summarize(source, axes, stretch, top, resolution)
     cm = summary.classmap
     colors = figmod.bucket_colors(cm)
     qda_model = model.qda() if qda else None
     names = source.axis_names
     panels = []
-    magnified = None
+    # the magnified twins' places: right of their true shape (x), or under it (y)
+    twins = {pair: where for (_, _, pair), where
+             in zip(placed, _twin_places(placed, magnify), strict=True) if where}
     # whether each plane holds the linear rule (else its boundaries are a slice)
     exact = [solvers.plane_holds_rule(source.components, source.coef, i, j)
              for _, _, (i, j) in placed]
@@ -446,19 +498,26 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         lim = (summary.limits[i], summary.limits[j])
         labels = [f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}"]
         drawer = _boundary_drawer(source, i, j, qda_model, holds)
-        panels.append((r, c, figmod.Panel(summary.grid((i, j)), lim, labels[0], labels[1],
-                                          boundary=drawer)))
-        if (i, j) in summary.magnify:
-            side, k = summary.magnify[(i, j)]
+        shift = int(bool(twins) and len(placed) > 1 and c > 0)  # the grid's twin column
+        panels.append((r, c + shift, figmod.Panel(summary.grid((i, j)), lim, labels[0],
+                                                  labels[1], boundary=drawer)))
+        if (i, j) in twins:
+            side, k = magnify[(i, j)]
             which = (i, j)[side]
             labels[side] = f"z[{which}] magnified {k}x"
-            magnified = figmod.Panel(
-                summary.grids[(i, j)], lim, labels[0], labels[1],
-                f"z[{which}] magnified {k}x (true shape: left)", boundary=drawer,
-                magnify=(side, k))
+            # a lone twin's title says what it is: right of a tall sliver, or over a flat
+            # strip's (the twin under it has no room for one)
+            title = (f"z[{which}] magnified {k}x (true shape: left)"
+                     if len(placed) == 1 and side == 0 else None)
+            panels.append((*twins[(i, j)], figmod.Panel(
+                summary.grids[(i, j)], lim, labels[0], labels[1], title, boundary=drawer,
+                magnify=(side, k), fine=summary.finer[(i, j)][1])))
     if len(placed) == 1:
-        panels[0][2].title = ("true shape (equal aspect)" if magnified is not None
-                              else "boundary-preserving projection")
+        pair = placed[0][2]
+        panels[0][2].title = ("boundary-preserving projection" if not twins
+                              else "true shape (equal aspect)" if magnify[pair][0] == 0
+                              else f"true shape (equal aspect); under it z[{pair[1]}] magnified "
+                                   f"{magnify[pair][1]}x")
     n = summary.n
     binary = summary.binary
     margin = {"margin": summary.margin, "limits": summary.limits[0], "colors": colors,
@@ -483,6 +542,10 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if qda_model is not None:
         legend.append(("QDA boundary (slice)", QDA_COLOR, "dotted"))
     notes = []
+    if twins and len(placed) > 1:
+        k = magnify[placed[0][2]][1]
+        notes.append(f"the grid's second column is its first (z[0]) magnified {k}x: the same rows; "
+                     "the first column is the true shape")
     if (binary is None and not all(exact)) or qda_model is not None:
         notes.append("(slice): the rule also depends on directions a panel does not show; drawn is "
                      "where the panel's plane through the centre (those directions at 0) cuts it")
@@ -516,7 +579,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
                 f"{'true class (y)' if source.labels_are == 'y' else 'predicted class'} · "
                 f"{source.model_text}")
     fig = figmod.draw(panels, title=title, subtitle=subtitle, legend=legend, colors=colors,
-                      margin=margin, pca=pca, notes=notes, stretch=stretch, size=size, dpi=dpi,
-                      magnified=magnified)
+                      margin=margin, pca=pca, notes=notes, stretch=stretch, size=size, dpi=dpi)
     fig.streamproj_summary = summary
+    fig.streamproj_magnify = magnify
     return fig

@@ -82,19 +82,19 @@ class PictureSummary:
     choice : callable or None
         ``choice(z)`` is the class the picture shows at each row's point
         (for the agreement with ``predicted``); None skips the agreement.
-    magnify : dict of pair to (side, k), optional
-        Pairs whose grid is counted ``k`` times finer along side 0 (x) or 1
-        (y) than ``bins`` would make it square: :meth:`grid` sums the fine
-        cells back, and the fine grid draws a magnified panel of the same rows.
+    finer : dict of pair to (side, f), optional
+        Pairs whose grid is counted ``f`` times finer along side 0 (x) or 1
+        (y) than ``bins``: :meth:`grid` sums the fine cells back, and the fine
+        grid draws a magnified panel of the same rows.
     """
 
     def __init__(self, classmap, limits, pairs, bins, margin_bins=200, binary=None,
-                 choice=None, magnify=None):
+                 choice=None, finer=None):
         self.classmap = classmap
         self.limits = np.asarray(limits, dtype=np.float64)
         self.pairs = list(pairs)
-        self.magnify = dict(magnify or {})
-        self.bins = {p: _finer(b, *self.magnify[p]) if p in self.magnify else tuple(b)
+        self.finer = dict(finer or {})
+        self.bins = {p: _finer(b, *self.finer[p]) if p in self.finer else tuple(b)
                      for p, b in dict(bins).items()}
         nb = classmap.n_buckets
         self.grids = {p: np.zeros((nb, *self.bins[p]), dtype=np.int64) for p in self.pairs}
@@ -113,9 +113,9 @@ class PictureSummary:
     def grid(self, pair):
         """The counts of ``pair`` in its square cells (fine cells of a magnified pair summed)."""
         grid = self.grids[pair]
-        if pair not in self.magnify:
+        if pair not in self.finer:
             return grid
-        side, k = self.magnify[pair]
+        side, k = self.finer[pair]
         nb, bx, by = grid.shape
         if side == 0:
             return grid.reshape(nb, bx // k, k, by).sum(axis=2)
