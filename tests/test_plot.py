@@ -14,6 +14,7 @@ from streamproj.cli import main
 from streamproj.errors import InputError
 from streamproj.plot import coordinates, draw_output, plot_output, plot_projection
 from streamproj.plot.figure import PALETTE, shade
+from streamproj.plot.picture import _tie_segments
 from streamproj.plot.reading import (
     READ_BYTES,
     Blocks,
@@ -505,6 +506,58 @@ def _tie_points(ax):
     return pts[np.isfinite(pts).all(axis=1)]
 
 
+def _crosses(p, q, starts, ends):
+    """Whether the segment p-q crosses any of the segments ``starts[i]-ends[i]`` (or touches)."""
+    def orient(a, b, c):
+        return np.sign((b[..., 0] - a[..., 0]) * (c[..., 1] - a[..., 1])
+                       - (b[..., 1] - a[..., 1]) * (c[..., 0] - a[..., 0]))
+    return bool(np.any((orient(p, q, starts) * orient(p, q, ends) <= 0)
+                       & (orient(starts, ends, p) * orient(starts, ends, q) <= 0)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tie_segments_are_exactly_where_the_winner_changes(seed):
+    # against brute force: every drawn point is a tie of the two best classes, and wherever two
+    # neighbouring points of a fine grid have different winners a drawn segment lies between
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(2, 14))
+    A, b = rng.normal(size=(2, k)), rng.normal(size=k) * rng.choice([0.1, 1.0, 5.0])
+    if seed % 5 == 0:  # parallel ties and a class twice: degenerate on purpose
+        A[:, 1] = A[:, 0] * 2
+        A[:, -1], b[-1] = A[:, 0], b[0]
+    limits = ((-2.0, 3.0), (-1.5, 1.0))
+    segs = _tie_segments(limits, A, b)
+    if segs:
+        pts = np.vstack([s + t * (e - s) for s, e in segs for t in np.linspace(0, 1, 7)])
+        top2 = np.sort(pts @ A + b, axis=1)[:, -2:]
+        assert np.max(top2[:, 1] - top2[:, 0]) < 1e-9 * (1 + np.abs(top2).max())
+        assert np.all((pts >= [-2.0 - 1e-12, -1.5 - 1e-12]) & (pts <= [3.0 + 1e-12, 1.0 + 1e-12]))
+    starts = np.array([s for s, _ in segs]).reshape(-1, 2)
+    ends = np.array([e for _, e in segs]).reshape(-1, 2)
+    gx, gy = np.meshgrid(np.linspace(-2, 3, 61), np.linspace(-1.5, 1, 43), indexing="ij")
+    grid = np.stack([gx, gy], axis=-1)
+    s = grid @ A + b
+    winner = np.argmax(s, axis=-1)
+    margin = np.sort(s, axis=-1)
+    clear = margin[..., -1] - margin[..., -2] > 1e-9  # a point on a tie has no one winner
+    for a, c in [((slice(None, -1), slice(None)), (slice(1, None), slice(None))),
+                 ((slice(None), slice(None, -1)), (slice(None), slice(1, None)))]:
+        changed = (winner[a] != winner[c]) & clear[a] & clear[c]
+        for p, q in zip(grid[a][changed], grid[c][changed], strict=True):
+            assert _crosses(p, q, starts, ends), (k, p, q)
+
+
+def test_a_thousand_classes_tie_exactly():
+    # testing every pair of K classes along sampled lines was O(K^3): K = 250 took minutes
+    rng = np.random.default_rng(3)
+    A, b = rng.normal(size=(2, 1000)), rng.normal(size=1000)
+    segs = _tie_segments(((-3.0, 3.0), (-2.0, 2.0)), A, b)
+    assert len(segs) > 10
+    pts = np.vstack([s + t * (e - s) for s, e in segs for t in (0.0, 0.5, 1.0)])
+    top2 = np.sort(pts @ A + b, axis=1)[:, -2:]
+    assert np.max(top2[:, 1] - top2[:, 0]) < 1e-9 * np.abs(top2).max()
+
+
 def test_lda_boundaries_are_exact_straight_ties_and_slices_are_dashed_and_said():
     X, y = make_classes(n=6000, p=6, k=3, seed=4)
     m = sp.BoundaryProjector(n_components=3).fit(X, y)
@@ -512,7 +565,7 @@ def test_lda_boundaries_are_exact_straight_ties_and_slices_are_dashed_and_said()
     by_axes = {(ax.get_xlabel()[:4], ax.get_ylabel()[:4]): ax for ax in fig.streamproj_axes}
     main = by_axes[("", "z[1]")] if ("", "z[1]") in by_axes else by_axes[("z[0]", "z[1]")]
     pts = _tie_points(main)
-    assert len(pts) > 100
+    assert len(pts) >= 4  # three classes: two or three segments from where all three tie
     # every point drawn is a tie of the two best classes of the rule (no staircase of cells)
     z = np.column_stack([pts, np.zeros(len(pts))])
     scores = np.sort(m.decision_function(m.center_ + z @ m.components_), axis=1)
@@ -535,6 +588,25 @@ def test_lda_boundaries_are_exact_straight_ties_and_slices_are_dashed_and_said()
     assert "LDA boundaries" not in labels
 
 
+def test_the_legend_names_only_the_boundaries_a_panel_draws():
+    # three classes in a row along x0: in the plane of z[1], z[2] (a slice at z[0] = 0) the middle
+    # class wins everywhere, so nothing is drawn and the legend had "LDA boundaries (slice)"
+    rng = np.random.default_rng(2)
+    y = np.repeat([0, 1, 2], 2000)
+    X = rng.normal(size=(6000, 4)) + np.outer(y - 1, [6.0, 0, 0, 0])
+    m = sp.BoundaryProjector(n_components=3).fit(X, y)
+    fig = plot_projection(m, X, y, axes=(1, 2))
+    assert _tie_points(fig.streamproj_axes[0]).size == 0
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not [t for t in labels if t.startswith("LDA boundaries")]
+    assert "no LDA boundary crosses the drawn limits" in labels
+    assert "(slice):" not in " ".join(t.get_text() for t in fig.texts)
+    fig = plot_projection(m, X, y, axes=(0, 1))  # and where one does, it is named
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert _tie_points(fig.streamproj_axes[0]).size > 0
+    assert "LDA boundaries" in labels
+
+
 def test_the_qda_boundary_is_no_class_colour():
     X, y = make_classes(n=3000, p=4, k=7, seed=6)
     m = sp.BoundaryProjector(keep_class_scatter=True).fit(X, y)
@@ -548,6 +620,31 @@ def test_the_qda_boundary_is_no_class_colour():
     assert to_hex(qda.get_color()).upper() not in [c.upper() for c in PALETTE]
 
 
+def test_qda_along_lda_leaves_both_visible(projected):
+    # the coin's classes share one covariance: QDA's boundary runs along LDA's line z[0] = 0, and
+    # a dotted line as thin as the solid one vanished under it
+    m = sp.load(projected / "m")
+    fig = draw_output(projected / "o.zarr", m, qda=True)
+    ax = fig.streamproj_axes[0]
+    (lda,) = [line for line in ax.get_lines() if list(line.get_xdata()) == [0.0, 0.0]]
+    qda = [c for c in ax.collections if c.get_linestyle() and c.get_linestyle()[0][1] is not None]
+    assert qda, "no dotted QDA contour drawn"
+    for c in qda:
+        assert min(c.get_linewidths()) >= 1.8 * lda.get_linewidth()  # dots stick out both sides
+        assert c.get_zorder() < lda.get_zorder()  # under the solid line, not over it
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+    bb = ax.get_window_extent()
+    h = img.shape[0]
+    col = round(float(ax.transData.transform((0.0, 0.0))[0]))
+    rows = slice(int(h - bb.y1) + 5, int(h - bb.y0) - 5)
+    dark = (img[rows, col - 3 : col + 4].sum(axis=2) < 150)
+    # the solid line: dark at the centre all along; the dots: dark beside it only here and there
+    assert dark[:, 3].mean() > 0.9
+    beside = dark[:, [0, 1, 2, 4, 5, 6]].mean(axis=0)
+    assert np.any((beside > 0.1) & (beside < 0.9)), beside
+
+
 def test_many_classes_show_the_largest_and_other():
     X, y = make_classes(n=6000, p=5, k=12, seed=5)
     y[y == 3] = 0  # class 0 is the largest
@@ -558,6 +655,26 @@ def test_many_classes_show_the_largest_and_other():
     assert labels[0].startswith("0 (")  # the largest class keeps its colour
     assert len([lab for lab in labels if re.search(r"\(\d", lab)]) == 5  # 4 classes + other
     assert "the 4 largest are shown" in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_a_legend_of_hundreds_of_colours_lists_the_largest_and_counts_the_rest():
+    # --top 200 gave a legend of 200 swatches that filled the figure
+    X, y = make_classes(n=9000, p=8, k=60, seed=3)
+    y[y == 7] = 5  # class 5 is the largest
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y, top=200)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    swatches = [lab for lab in labels if re.search(r"\(\d", lab)]
+    assert len(swatches) == 24
+    assert any(lab.startswith("5 (") for lab in swatches)
+    rows = {int(lab.split(" (")[0]): int(lab.split("(")[1].rstrip(")").replace(",", ""))
+            for lab in swatches}
+    counts = np.bincount(y)
+    assert min(rows.values()) >= np.sort(counts)[-24]  # the largest ones
+    rest = int(counts.sum() - sum(rows.values()))
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert f"the 24 largest of the 59 colours drawn; the other 35 ({rest:,} rows)" in text
+    _assert_text_inside(fig)
 
 
 def test_plot_projection_streams_dask_and_takes_pandas_labels():

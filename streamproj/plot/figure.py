@@ -276,7 +276,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         The projection's panels on a grid (one panel: ``(0, 0)``). Panels with
         ``magnify`` set are magnified twins, drawn ``k`` times longer along
         their side; every panel of a grid column (row) draws the same span.
-    legend : list of (label, color, kind), kind "patch", "line", "dashed" or "dotted"
+    legend : list of (label, color, kind), kind "patch", "line", "dashed", "dotted" or
+        "text" (no swatch: give the colour "none")
     colors : ndarray (B, 3)
     margin : dict, optional
         Keyword arguments of the margin panel (see ``_margin_panel``).
@@ -400,8 +401,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                  fontweight="bold")
     fig.text(0.5 / fig_w, 1 - (0.2 + title_in) / fig_h, "\n".join(subtitle_lines), ha="left", va="top",
              fontsize=9.5, color="#333333", linespacing=1.2)
-    handles = [Patch(color=c, label=label) if kind == "patch"
-               else Line2D([], [], color=c, lw=1.8, label=label,
+    handles = [Patch(color=c, label=label) if kind in ("patch", "text")
+               else Line2D([], [], color=c, lw=3.0 if kind == "dotted" else 1.8, label=label,
                          ls={"dashed": (0, (4, 2)), "dotted": ":"}.get(kind, "-"))
                for label, c, kind in legend]
     fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.5 / fig_w, top + 0.42 / fig_h),

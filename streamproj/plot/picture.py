@@ -39,6 +39,11 @@ MAX_GRID_AXES = 4
 MAGNIFY_ABOVE = (3.0, 6.0)
 MAX_MAGNIFY = 64
 QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was class 6's)
+# where QDA's boundary runs along LDA's (equal class covariances) the wide dots stick out on
+# both sides of the thinner solid line drawn over them: both stay visible
+QDA_WIDTH = 3.0
+LEGEND_CLASSES = 24  # legend entries for classes at most (the rest counted in one)
+LDA_ON_TOP = 3
 
 
 @dataclasses.dataclass
@@ -267,9 +272,9 @@ def _boundary_drawer(source, i, j, qda_model, exact):
 
     def draw(ax, limits):
         if binary and i == 0:
-            ax.axvline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
+            ax.axvline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6, zorder=LDA_ON_TOP)
         elif binary and j == 0:
-            ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6)
+            ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6, zorder=LDA_ON_TOP)
         elif not binary:
             A, b = _plane_scores(source, i, j)
             _linear_regions(ax, limits, A, b, figmod.BOUNDARY_COLOR,
@@ -283,58 +288,104 @@ def _boundary_drawer(source, i, j, qda_model, exact):
     return draw
 
 
-def _linear_regions(ax, limits, A, b, color, style="-", lw=1.4, samples=4001):
+def _linear_regions(ax, limits, A, b, color, style="-", lw=1.4):
     """Where the winning class of the scores ``z @ A + b`` changes: straight segments, exactly.
 
-    Each pair of classes ties on a line; the part of it where no third class
-    scores higher is drawn (sampled along the line, so the segments are
-    straight at any zoom, unlike a contour of a grid of cells).
+    Each class wins on a convex polygon (:func:`_winning_polygons`); the
+    edges between two classes' polygons are drawn once, as the segments they
+    are (straight at any zoom, unlike a contour of a grid of cells).
+    """
+    xs: list[float] = []
+    ys: list[float] = []
+    for start, end in _tie_segments(limits, A, b):
+        xs.extend([start[0], end[0], np.nan])
+        ys.extend([start[1], end[1], np.nan])
+    if xs:
+        ax.plot(xs, ys, color=color, lw=lw, ls=style, solid_capstyle="butt", zorder=LDA_ON_TOP)
+
+
+def _tie_segments(limits, A, b):
+    """The segments inside ``limits`` where two classes tie and no third scores higher.
+
+    Parameters
+    ----------
+    limits : ((x0, x1), (y0, y1))
+    A : ndarray (2, K)
+    b : ndarray (K,)
+
+    Returns
+    -------
+    list of (start, end), each an ndarray (2,)
+    """
+    out = []
+    for p, (vertices, by) in enumerate(_winning_polygons(limits, A, b)):
+        m = len(vertices)
+        for e in range(m):
+            start, end = vertices[e], vertices[(e + 1) % m]
+            # an edge shared with class by[e]: drawn from the lower class only (a cut through a
+            # vertex leaves an edge of no length)
+            if by[e] > p and not np.array_equal(start, end):
+                out.append((start, end))
+    return out
+
+
+def _winning_polygons(limits, A, b):
+    """Each class's region of the box, where its score ``z @ A[:, k] + b[k]`` is the highest.
+
+    A region is the box cut by the half-planes ``s_k >= s_q``: a convex
+    polygon, found by cutting with the most violated half-plane until none
+    is violated at any vertex (then, by convexity, nowhere). That takes a
+    few cuts per class whatever ``K`` is (each checks all ``K`` at once),
+    where testing every pair of classes took ``O(K^3)``.
+
+    Returns
+    -------
+    list of (vertices (m, 2), by (m,)): ``by[e]`` is the class whose tie
+    cut edge ``e`` (from vertex ``e`` to ``e + 1``), -1 for the box's sides.
+    An empty region has no vertices.
     """
     (x0, x1), (y0, y1) = limits
+    box = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float64)
     k = A.shape[1]
-    xs, ys = [], []
+    scale = np.abs(box) @ np.abs(A) + np.abs(b)  # the scores' size: the ties' rounding
+    out = []
     for p in range(k):
-        for q in range(p + 1, k):
-            normal, offset = A[:, p] - A[:, q], b[p] - b[q]  # normal · z + offset = 0
-            ends = _line_in_box(normal, offset, (x0, x1), (y0, y1))
-            if ends is None:
-                continue
-            t = np.linspace(0.0, 1.0, samples)[:, None]
-            z = ends[0] + t * (ends[1] - ends[0])
-            s = z @ A + b
-            tie = s[:, p]
-            others = np.delete(s, [p, q], axis=1)
-            keep = tie >= (others.max(axis=1) if others.shape[1] else -np.inf)
-            if keep.any():
-                xs.extend([*np.where(keep, z[:, 0], np.nan), np.nan])
-                ys.extend([*np.where(keep, z[:, 1], np.nan), np.nan])
-    if xs:
-        ax.plot(xs, ys, color=color, lw=lw, ls=style, solid_capstyle="butt")
+        normal = A[:, [p]] - A  # (2, K): s_p - s_q = z @ normal + offset
+        offset = b[p] - b
+        tol = 1e-12 * (scale[:, p, None] + scale).max(axis=0)
+        vertices, by = box, np.full(4, -1)
+        for _ in range(4 * k + 4):
+            h = vertices @ normal + offset
+            h[:, p] = 0.0
+            worst = h.min(axis=0) + tol
+            q = int(np.argmin(worst))
+            if worst[q] >= 0:
+                break
+            vertices, by = _cut(vertices, by, h[:, q], q)
+            if len(vertices) < 3:
+                vertices, by = np.empty((0, 2)), np.empty(0, dtype=int)
+                break
+        out.append((vertices, by))
+    return out
 
 
-def _line_in_box(normal, offset, xlim, ylim):
-    """The segment of the line ``normal · z + offset = 0`` inside the box; None if it misses."""
-    nx, ny = normal
-    points: list[tuple[float, float]] = []
-    if abs(ny) > 0:
-        for x in xlim:
-            y = -(offset + nx * x) / ny
-            if ylim[0] <= y <= ylim[1]:
-                points.append((x, y))
-    if abs(nx) > 0:
-        for y in ylim:
-            x = -(offset + ny * y) / nx
-            if xlim[0] <= x <= xlim[1]:
-                points.append((x, y))
-    if len(points) < 2:
-        return None
-    found = np.asarray(points)
-    # the two points farthest apart (a corner can be found twice)
-    far = np.linalg.norm(found[:, None] - found[None], axis=-1)
-    a, c = np.unravel_index(np.argmax(far), far.shape)
-    if far[a, c] == 0:
-        return None
-    return found[a], found[c]
+def _cut(vertices, by, h, q):
+    """The part of a convex polygon where ``h >= 0`` (``h`` at each vertex); new edge by ``q``."""
+    m = len(vertices)
+    keep_v, keep_by = [], []
+    for e in range(m):
+        a, c = vertices[e], vertices[(e + 1) % m]
+        ha, hc = h[e], h[(e + 1) % m]
+        if ha >= 0:
+            keep_v.append(a)
+            keep_by.append(by[e])
+            if hc < 0:  # leaves: the cut line runs from here to where the polygon comes back
+                keep_v.append(a + (c - a) * (ha / (ha - hc)))
+                keep_by.append(q)
+        elif hc >= 0:  # comes back in
+            keep_v.append(a + (c - a) * (ha / (ha - hc)))
+            keep_by.append(by[e])
+    return np.asarray(keep_v).reshape(-1, 2), np.asarray(keep_by, dtype=int)
 
 
 def _regions(ax, limits, scores, color, style):
@@ -347,7 +398,8 @@ def _regions(ax, limits, scores, color, style):
     winner = solvers.scores_to_index(s).reshape(mx.shape).astype(float)
     if winner.max() > winner.min():
         levels = np.arange(winner.max()) + 0.5
-        ax.contour(mx, my, winner, levels=levels, colors=color, linewidths=1.4, linestyles=style)
+        ax.contour(mx, my, winner, levels=levels, colors=color, linewidths=QDA_WIDTH,
+                   linestyles=style)
 
 
 def _choice(source):
@@ -451,6 +503,27 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
                         note=text)
 
 
+def _class_legend(names, rows, colors, most=LEGEND_CLASSES):
+    """Legend entries of the classes drawn: all of them, or the ``most`` largest and a note.
+
+    Past a few dozen colours no one matches a swatch to a class; a legend of
+    them all filled the figure (``--top 200``). The view's hover names them.
+    """
+    # one line each: a class name past 40 characters is cut (the notes keep it)
+    entries = [(f"{name if len(name) <= 40 else name[:39] + '…'} ({r:,})", colors[k], "patch")
+               for k, (name, r) in enumerate(zip(names, rows, strict=True)) if r > 0]
+    if len(entries) <= most:
+        return entries, None
+    drawn = [k for k, r in enumerate(rows) if r > 0]
+    keep = sorted(sorted(drawn, key=lambda k: -rows[k])[:most])  # the largest, in order
+    rest = [k for k in drawn if k not in set(keep)]
+    other = " ('other' is one)" if rows[-1] > 0 else ""  # the last bucket: see ClassMap
+    note = (f"legend: the {len(keep)} largest of the {len(drawn):,} colours drawn{other}; the "
+            f"other {len(rest):,} ({sum(int(rows[k]) for k in rest):,} rows) are named by the "
+            "HTML view's hover (--output view.html)")
+    return [entries[drawn.index(k)] for k in keep], note
+
+
 def _classes_outside(summary, share=0.1, most=3):
     """Notes for the classes of which ``share`` or more of the rows fall outside some panel."""
     cm, rows = summary.classmap, summary.rows
@@ -529,16 +602,19 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         labels = source.blocks.arrays["label"]
         pca = [_pca_panel(model, X, labels, cm, mode, resolution) for mode in modes]
     # a legend entry is one line: a class name past 40 characters is cut (the notes keep it)
-    legend = [(f"{name if len(name) <= 40 else name[:39] + '…'} ({rows:,})", colors[k], "patch")
-              for k, (name, rows) in enumerate(zip(cm.names, summary.rows, strict=True))
-              if rows > 0]
+    legend, legend_note = _class_legend(cm.names, summary.rows, colors)
     if binary is not None:
         legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
     else:
-        if any(exact):
+        # an entry for what some panel draws: a plane can show no tie at all
+        shown = [bool(_tie_segments((summary.limits[i], summary.limits[j]),
+                                    *_plane_scores(source, i, j))) for _, _, (i, j) in placed]
+        if any(e and s for e, s in zip(exact, shown, strict=True)):
             legend.append(("LDA boundaries", figmod.BOUNDARY_COLOR, "line"))
-        if not all(exact):
+        if any(s and not e for e, s in zip(exact, shown, strict=True)):
             legend.append(("LDA boundaries (slice)", figmod.BOUNDARY_COLOR, "dashed"))
+        if not any(shown):
+            legend.append(("no LDA boundary crosses the drawn limits", "none", "text"))
     if qda_model is not None:
         legend.append(("QDA boundary (slice)", QDA_COLOR, "dotted"))
     notes = []
@@ -546,7 +622,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         k = magnify[placed[0][2]][1]
         notes.append(f"the grid's second column is its first (z[0]) magnified {k}x: the same rows; "
                      "the first column is the true shape")
-    if (binary is None and not all(exact)) or qda_model is not None:
+    if any(label.endswith("(slice)") for label, _, _ in legend):
         notes.append("(slice): the rule also depends on directions a panel does not show; drawn is "
                      "where the panel's plane through the centre (those directions at 0) cuts it")
     if summary.labelled:
@@ -561,6 +637,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "
                  f"padded 5 %; {outside:,} of {n:,} rows ({outside / max(n, 1):.2%}) fall outside "
                  "and are not drawn")
+    if legend_note:
+        notes.append(legend_note)
     if cm.n_buckets - 1 < len(source.classes):
         hidden = len(source.classes) - (cm.n_buckets - 1)
         notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
