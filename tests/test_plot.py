@@ -372,6 +372,30 @@ def test_classes_mostly_outside_are_named_and_a_few_rows_are_ticks_not_spikes():
     assert margin.get_ylim()[1] < 1.2 * top
 
 
+def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():
+    # a class in 2 % of the z[0] range was drawn in 2-3 bins of the panel's 200
+    rng = np.random.default_rng(4)
+    y = np.repeat([0, 1], [30_000, 3_000])
+    x0 = np.where(y == 0, rng.normal(-3.0, 2.0, y.size), rng.normal(1.0, 0.05, y.size))
+    X = np.column_stack([x0, rng.normal(size=y.size)])
+    fig = plot_projection(sp.BoundaryProjector().fit(X, y), X, y)
+    from matplotlib.patches import StepPatch
+
+    margin = next(ax for ax in fig.axes if ax.get_ylabel().startswith("density"))
+    outlines = [p for p in margin.patches if isinstance(p, StepPatch) and not p.get_fill()]
+    assert len(outlines) == 2
+    z0 = sp.BoundaryProjector().fit(X, y).transform(X)[:, 0]
+    for k, patch in enumerate(outlines):
+        dens, edges, _ = patch.get_data()
+        assert np.sum(dens * np.diff(edges)) == pytest.approx(1.0, abs=1e-9)  # all rows inside
+        lo, hi = np.quantile(z0[y == k], [0.01, 0.99])
+        across = np.count_nonzero((edges > lo) & (edges < hi))
+        assert across >= 12, (k, across)
+    # the wide class keeps the panel's usual 200-bin steps
+    dens, edges, _ = outlines[0].get_data()
+    assert np.ptp(margin.get_xlim()) / np.diff(edges).max() == pytest.approx(200, rel=0.3)
+
+
 def test_a_small_class_at_one_end_and_the_boundary_stay_in_the_picture():
     # 0.1 % of the rows, all beyond the 1-99 % quantiles of all rows: the limits left them
     # out whole, and the boundary with them

@@ -25,6 +25,7 @@ MIN_ALPHA = 0.25
 SOFT_EXTRA = 8  # colours past the palette taken from muted tones before the whole gamut
 BOUNDARY_COLOR = "#111111"
 MIN_DENSITY_ROWS = 200  # fewer rows of a class: the margin panel draws them as ticks
+MARGIN_FINE = 16  # the margin histograms are counted this many times finer than drawn for most
 
 
 def _lab(rgb):
@@ -190,6 +191,24 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
             axis.set_major_locator(MaxNLocator(2 if size < 1.2 else most))
 
 
+def _margin_step(counts, rows, most=MARGIN_FINE):
+    """Fine bins per drawn bin of one class's histogram: a power of two up to ``most``.
+
+    The histograms are counted ``most`` times finer than a wide class needs,
+    so that a narrow class (its rows in a few percent of the panel) is drawn
+    in many bins, not 2 or 3: the coarsest step that still puts about
+    ``sqrt(rows)`` bins (12 to 40) across the class's central 98 %.
+    """
+    cum = np.cumsum(counts)
+    lo, hi = np.searchsorted(cum, [0.01 * rows, 0.99 * rows])
+    spread = int(hi - lo) + 1
+    want = float(np.clip(np.sqrt(rows), 12, 40))
+    step = most
+    while step > 1 and spread / step < want:
+        step //= 2
+    return step
+
+
 def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label):
     """Per-class densities of z[0] (each class integrates to 1), boundary at 0.
 
@@ -218,12 +237,15 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
             ax.plot(at, np.full(at.shape, 0.03), ls="none", marker="|", ms=9, mew=1.6,
                     color=colors[k], transform=ax.get_xaxis_transform(), clip_on=False)
         else:
-            dens = margin[k] / (rows[k] * width)
+            f = _margin_step(margin[k], rows[k])
+            starts = np.arange(0, nbins, f)
+            dens = np.add.reduceat(margin[k], starts) / (rows[k] * width * np.diff([*starts, nbins]))
+            steps = edges[[*starts, nbins]]
             top = max(top, float(dens.max()))
             # as ax.stairs draws them, without its costly data-limit update (limits set below)
-            ax.add_artist(StepPatch(dens, edges, baseline=0, facecolor=colors[k], linewidth=0,
+            ax.add_artist(StepPatch(dens, steps, baseline=0, facecolor=colors[k], linewidth=0,
                                     alpha=0.25, fill=True))
-            ax.add_artist(StepPatch(dens, edges, baseline=0, edgecolor=colors[k], lw=1.4,
+            ax.add_artist(StepPatch(dens, steps, baseline=0, edgecolor=colors[k], lw=1.4,
                                     fill=False))
         if binary is not None and k in binary:
             side = "> 0" if k == binary[0] else "≤ 0"

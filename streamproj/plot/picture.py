@@ -436,6 +436,8 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     margin_bins = 200
     if binary is not None:
         limits, bins, margin_bins = _on_the_boundary(limits, bins, margin_bins)
+    # counted finer, for narrow classes; 0 stays an edge of every coarsening (powers of 2)
+    margin_bins *= figmod.MARGIN_FINE
     magnify = _magnify(limits, placed, stretch)
     summary = PictureSummary(classmap, limits, pairs, bins, margin_bins=margin_bins,
                              binary=binary, choice=_choice(source),
