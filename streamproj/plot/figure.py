@@ -329,49 +329,69 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
              else main_h * 1.1 for p in pca]
     margin_w = 3.2 if margin is not None else 0.0
     widths = [proj_w] + ([margin_w] if margin is not None else []) + pca_w
-    fig_w = sum(widths) + 1.0 * len(widths) + 0.6 if size is None else size[0] / dpi
-    # text is broken to the figure's width, and the bands above and below the panels
-    # grow with its lines: nothing is clipped at the right edge of a narrow figure
-    room = fig_w - 0.5 - 0.15
-    title_lines = _wrap([title], room, 13, "bold", dpi)
-    subtitle_lines = _wrap([subtitle], room, 9.5, dpi=dpi)
-    text = _wrap(list(margin_lines) + list(notes), room, 8.5, dpi=dpi)
-    legend_cols = _legend_columns(legend, room, dpi)
-    legend_rows = math.ceil(len(legend) / legend_cols)
-    sub_in = 0.17 * len(subtitle_lines)
-    title_in = 0.22 * len(title_lines)
-    top_in = 0.61 + title_in + sub_in + 0.24 * legend_rows
-    # each panel's width in inches as the grid below will lay it out (an equal-aspect
-    # panel shrinks to its data's shape): its notes are wrapped to it, and the band
-    # under the panels is as tall as the longest
-    wspace = 1.0 * len(widths) / sum(widths)
-    avg = (fig_w - 0.95) / (len(widths) + (len(widths) - 1) * wspace)
-    slots = [w / np.mean(widths) * avg for w in widths]
     noted = list(pca)  # the panels beside the projection that carry a note
-    slot_w = slots[len(widths) - len(pca):]
     notes_given = [p.note for p in noted]
 
-    def bottom_band(panel_h):
-        for panel, note, w in zip(noted, notes_given, slot_w, strict=True):
-            if note:
-                aspect = panel.spans[0] / panel.spans[1] * _stretch_of(panel)
-                shown_w = w if stretch or panel.magnify else min(w, panel_h * aspect)
-                panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.3, 8.5,
-                                              dpi=dpi))
-        note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
-        # notes, the density key, the panels' tick labels and axis label, their own notes
-        return 0.15 + 0.16 * len(text) + 1.0 + (0.14 * note_lines + 0.2 if note_lines else 0.0)
+    def layout(dpi):
+        """The figure's size and its text bands (inches) when drawn at ``dpi``."""
+        fig_w = sum(widths) + 1.0 * len(widths) + 0.6 if size is None else size[0] / dpi
+        # text is broken to the figure's width, and the bands above and below the panels
+        # grow with its lines: nothing is clipped at the right edge of a narrow figure
+        room = fig_w - 0.5 - 0.15
+        title_lines = _wrap([title], room, 13, "bold", dpi)
+        subtitle_lines = _wrap([subtitle], room, 9.5, dpi=dpi)
+        text = _wrap(list(margin_lines) + list(notes), room, 8.5, dpi=dpi)
+        legend_cols = _legend_columns(legend, room, dpi)
+        legend_rows = math.ceil(len(legend) / legend_cols)
+        sub_in = 0.17 * len(subtitle_lines)
+        title_in = 0.22 * len(title_lines)
+        top_in = 0.61 + title_in + sub_in + 0.24 * legend_rows
+        # each panel's width in inches as the grid below will lay it out (an equal-aspect
+        # panel shrinks to its data's shape): its notes are wrapped to it, and the band
+        # under the panels is as tall as the longest
+        wspace = 1.0 * len(widths) / sum(widths)
+        avg = (fig_w - 0.95) / (len(widths) + (len(widths) - 1) * wspace)
+        slots = [w / np.mean(widths) * avg for w in widths]
+        slot_w = slots[len(widths) - len(pca):]
 
-    bottom_in = bottom_band(main_h)
-    fig_h = main_h + top_in + bottom_in if size is None else size[1] / dpi
-    if size is not None:  # the panels are as tall as the text leaves room for
-        bottom_in = bottom_band(fig_h - top_in - bottom_in)
-    if fig_h - top_in - bottom_in < 0.8 - 1e-9:  # too little height left for the panels
-        need = math.ceil((top_in + bottom_in + 0.8) * dpi - 1e-6)
-        msg = (f"a figure {size[0]}x{size[1]} is too small for its text ({len(legend)} legend "
-               f"entries, {len(text)} lines of notes): give --size {size[0]}x{need} or taller, "
-               "or fewer classes with --top")
-        raise InputError(msg)
+        def bottom_band(panel_h):
+            for panel, note, w in zip(noted, notes_given, slot_w, strict=True):
+                if note:
+                    aspect = panel.spans[0] / panel.spans[1] * _stretch_of(panel)
+                    shown_w = w if stretch or panel.magnify else min(w, panel_h * aspect)
+                    panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.3, 8.5,
+                                                  dpi=dpi))
+            note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
+            # notes, the density key, the panels' tick labels and axis label, their own notes
+            return 0.15 + 0.16 * len(text) + 1.0 + (0.14 * note_lines + 0.2 if note_lines else 0.0)
+
+        bottom_in = bottom_band(main_h)
+        fig_h = main_h + top_in + bottom_in if size is None else size[1] / dpi
+        if size is not None:  # the panels are as tall as the text leaves room for
+            bottom_in = bottom_band(fig_h - top_in - bottom_in)
+        if fig_h - top_in - bottom_in < 0.8 - 1e-9:  # too little height left for the panels
+            need = math.ceil((top_in + bottom_in + 0.8) * dpi - 1e-6)
+            msg = (f"a figure {size[0]}x{size[1]} is too small for its text ({len(legend)} legend "
+                   f"entries, {len(text)} lines of notes): give --size {size[0]}x{need} or taller, "
+                   "or fewer classes with --top")
+            raise InputError(msg)
+        return fig_w, fig_h, top_in, bottom_in, title_lines, title_in, subtitle_lines, text, \
+            legend_cols, wspace
+
+    # a small fixed size in pixels is drawn at a lower dpi (larger in inches): its text
+    # then takes less of it, and the panels more (down to 72 % of the text's size)
+    for scale in ((1.0,) if size is None else (1.0, 0.85, 0.72)):
+        try:
+            laid = layout(dpi * scale)
+        except InputError:
+            if scale == 0.72:
+                raise
+            continue
+        if size is None or laid[1] - laid[2] - laid[3] >= 0.45 * laid[1]:
+            break
+    dpi = dpi * scale
+    (fig_w, fig_h, top_in, bottom_in, title_lines, title_in, subtitle_lines, text, legend_cols,
+     wspace) = laid
     fig = Figure(figsize=(fig_w, fig_h), dpi=dpi)
     FigureCanvasAgg(fig)  # a raster canvas of its own: no pyplot, no global state
     bottom = bottom_in / fig_h
