@@ -42,8 +42,8 @@ QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was
 # where QDA's boundary runs along LDA's (equal class covariances) the wide dots stick out on
 # both sides of the thinner solid line drawn over them: both stay visible
 QDA_WIDTH = 3.0
-LEGEND_CLASSES = 24  # legend entries for classes at most (the rest counted in one)
-LDA_ON_TOP = 3
+LDA_ON_TOP = 3  # zorder: over the QDA contour (2)
+LEGEND_CLASSES = 24  # legend entries for classes at most (the rest counted in one note)
 
 
 @dataclasses.dataclass
