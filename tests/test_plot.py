@@ -19,6 +19,8 @@ from streamproj.plot.reading import (
     READ_BYTES,
     Blocks,
     ClassMap,
+    class_spread_limits,
+    class_spread_limits_each,
     robust_limits,
     robust_limits_each,
     spread_limits,
@@ -145,6 +147,42 @@ def test_spread_limits_keep_a_gaussians_tails_and_ignore_a_few_far_rows():
     u = rng.random((10_000, 1))  # a uniform column fills the panel, padded 5 %
     np.testing.assert_allclose(spread_limits(u)[0], [-0.05, 1.05], atol=2e-3)
     assert np.isfinite(spread_limits(np.vstack([v, [[np.nan, np.inf]]]))).all()
+
+
+def _class_spread_alone(values, labels, reach, pad, min_rows=20):
+    """class_spread_limits as it was written first, one spec at a time."""
+    lim = spread_limits(values, reach=reach, pad=pad)
+    columns = values.T
+    out = ((columns < lim[:, :1]) | (columns > lim[:, 1:])).any(axis=0)
+    for cls in np.unique(labels[out]):
+        rows = values[labels == cls]
+        if rows.shape[0] >= min_rows:
+            own = spread_limits(rows, reach=reach, pad=pad)
+            lim[:, 0] = np.minimum(lim[:, 0], own[:, 0])
+            lim[:, 1] = np.maximum(lim[:, 1], own[:, 1])
+    return lim
+
+
+@pytest.mark.parametrize("labels_as", [int, str])
+def test_class_spread_limits_for_several_specs_at_once_are_each_as_if_alone(labels_as):
+    # the view asks for its wide extent and its first view from one look at the sample
+    rng = np.random.default_rng(5)
+    v = rng.normal(size=(60_000, 2))
+    y = rng.integers(0, 3, size=60_000)
+    v[y == 2] += [9.0, 0.0]  # a class at one end: beyond the narrow limits, not the wide ones
+    y[:300], v[:300] = 3, rng.normal(size=(300, 2)) * 0.3 + [0.0, -40.0]  # beyond both
+    y[300:310], v[300:310] = 4, [60.0, 60.0]  # too few rows to widen anything
+    v[310:330, 1] = np.nan
+    labels = y.astype(labels_as)
+    specs = [(2.0, 0.2), (0.5, 0.05), (0.1, 0.0)]
+    got = class_spread_limits_each(v, labels, specs)
+    for lim, (reach, pad) in zip(got, specs, strict=True):
+        np.testing.assert_array_equal(lim, _class_spread_alone(v, labels, reach, pad))
+    np.testing.assert_array_equal(class_spread_limits(v, labels), got[1])
+    assert all(lim[1, 0] < -40 for lim in got)  # (the far class of 300 rows widened them all)
+    assert all(lim[0, 1] < 60 for lim in got)  # (the one of 10 rows did not)
+    empty = class_spread_limits_each(np.empty((0, 2)), np.empty(0), specs)
+    np.testing.assert_array_equal(empty[0], [[-1.0, 1.0], [-1.0, 1.0]])
 
 
 def test_shading_mixes_colours_by_count():

@@ -26,6 +26,7 @@ __all__ = [
     "Blocks",
     "ClassMap",
     "class_spread_limits",
+    "class_spread_limits_each",
     "coordinates",
     "count_classes",
     "robust_limits",
@@ -221,27 +222,50 @@ def sample_columns(blocks, names, max_blocks=8, max_rows=400_000):
     return {n: np.concatenate([parts[k][n] for k in order]) for n in names}
 
 
-def class_spread_limits(values, labels, min_rows=20, **kw):
+def class_spread_limits(values, labels, min_rows=20, core=0.01, reach=0.5, pad=0.05):
     """:func:`spread_limits` of all rows, widened to each class's own (of ``min_rows`` or more).
 
     A class of 0.1 % of the rows lying at one end is beyond the 1-99 %
     quantiles of all rows, and was left out of the picture whole.
     """
+    return class_spread_limits_each(values, labels, [(reach, pad)], min_rows, core)[0]
+
+
+def class_spread_limits_each(values, labels, specs, min_rows=20, core=0.01):
+    """:func:`class_spread_limits` for several ``(reach, pad)`` at once, each as if alone.
+
+    The quantiles and ranges of all rows, and of each class beyond some
+    spec's limits, are taken once; each spec is then widened by the classes
+    beyond its own limits only.
+
+    Returns
+    -------
+    list of ndarray (d, 2), one per spec
+    """
     values = np.asarray(values, dtype=np.float64)
-    lim = spread_limits(values, **kw)
+    d = values.shape[1]
+    bulk = _spread_stats(values, core)
+    lims = [_spread_from(bulk, d, reach, pad) for reach, pad in specs]
     if values.shape[0] == 0:
-        return lim
+        return lims
     labels = np.asarray(labels).ravel()
     columns = values.T
-    out = ((columns < lim[:, :1]) | (columns > lim[:, 1:])).any(axis=0)
-    # only a class with rows beyond the limits can widen them
-    for cls in np.unique(labels[out]) if out.any() else ():
+    # only a class with rows beyond a spec's limits can widen them (a NaN is beyond none)
+    beyond = [labels[((columns < lim[:, :1]) | (columns > lim[:, 1:])).any(axis=0)]
+              for lim in lims]
+    candidates = np.unique(np.concatenate(beyond))
+    widens = [np.isin(candidates, out) for out in beyond]
+    for c, cls in enumerate(candidates):
         rows = values[labels == cls]
-        if rows.shape[0] >= min_rows:
-            own = spread_limits(rows, **kw)
-            lim[:, 0] = np.minimum(lim[:, 0], own[:, 0])
-            lim[:, 1] = np.maximum(lim[:, 1], own[:, 1])
-    return lim
+        if rows.shape[0] < min_rows:
+            continue
+        own = _spread_stats(rows, core)
+        for lim, widen, (reach, pad) in zip(lims, widens, specs, strict=True):
+            if widen[c]:
+                wide = _spread_from(own, d, reach, pad)
+                lim[:, 0] = np.minimum(lim[:, 0], wide[:, 0])
+                lim[:, 1] = np.maximum(lim[:, 1], wide[:, 1])
+    return lims
 
 
 def robust_limits(values, tail=0.001, pad=0.05):
@@ -281,18 +305,34 @@ def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
     -------
     ndarray (d, 2)
     """
+    values = np.asarray(values)
+    return _spread_from(_spread_stats(values, core), values.shape[1], reach, pad)
+
+
+def _spread_stats(values, core):
+    """What :func:`spread_limits` needs of ``values`` whatever its reach and padding.
+
+    ``(q_lo, q_hi, lo, hi)`` per column (the ``core`` quantiles and the
+    range of the finite rows), or None where no row is finite.
+    """
     values = _finite_rows(values)
     if values.shape[0] == 0:
-        return np.tile([-1.0, 1.0], (values.shape[1], 1))
+        return None
     columns = np.ascontiguousarray(values.T)  # reductions along rows of an (m, 2) are strided
     # the quantiles of at most QUANTILE_ROWS rows (a partition of 400,000 took ~10 ms a call,
     # and a picture asks for several): ±0.3 % of a 1 % quantile; the range is the whole sample's
     step = max(1, values.shape[0] // QUANTILE_ROWS)
     q_lo, q_hi = np.quantile(columns[:, ::step], [core, 1 - core], axis=1)
+    return q_lo, q_hi, columns.min(axis=1), columns.max(axis=1)
+
+
+def _spread_from(stats, d, reach, pad):
+    """:func:`spread_limits` of ``d`` columns from their :func:`_spread_stats`."""
+    if stats is None:
+        return np.tile([-1.0, 1.0], (d, 1))
+    q_lo, q_hi, lo, hi = stats
     width = q_hi - q_lo
-    lo = np.maximum(columns.min(axis=1), q_lo - reach * width)
-    hi = np.minimum(columns.max(axis=1), q_hi + reach * width)
-    return _padded(lo, hi, pad)
+    return _padded(np.maximum(lo, q_lo - reach * width), np.minimum(hi, q_hi + reach * width), pad)
 
 
 def _finite_rows(values):

@@ -19,7 +19,7 @@ import numpy as np
 from .. import solvers
 from ..plot.reading import (
     ClassMap,
-    class_spread_limits,
+    class_spread_limits_each,
     count_classes,
     sample_columns,
     stream,
@@ -108,8 +108,8 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     # far rows ignored), twice as far out; rows beyond them are counted and said
     sample = sample_columns(blocks, ["z", "label"])
     z = sample["z"][:, [i, j]]
-    limits = class_spread_limits(z, sample["label"], reach=2.0, pad=0.2)
-    first_view = class_spread_limits(z, sample["label"])
+    # (and the first view: the PNG's own, spread_limits' defaults), from one look at the sample
+    limits, first_view = class_spread_limits_each(z, sample["label"], [(2.0, 0.2), (0.5, 0.05)])
     binary = len(source.classes) == 2
     if binary and 0 in (i, j):  # the boundary is always in view
         limits, first_view = (with_zero(lim, (i, j).index(0)) for lim in (limits, first_view))
