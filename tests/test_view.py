@@ -11,9 +11,9 @@ from conftest import make_classes, make_coin
 import streamproj as sp
 from streamproj.plot import view_projection
 from streamproj.plot.reading import Blocks, ClassMap, stream
-from streamproj.view import View
+from streamproj.view import MAX_COUNTS, View, build_view
 from streamproj.view.html import _densest, encode_view, render_page
-from streamproj.view.pyramid import Pyramid
+from streamproj.view.pyramid import Pyramid, finest_within, grid
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -153,6 +153,49 @@ def test_a_few_far_rows_do_not_set_the_views_cells():
     assert np.all(span < 5 * np.ptp(z, axis=0).max()), span  # far rows: 10^4 times that
     assert p.extent[0, 0] < 0 < p.extent[0, 1]
     assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # the rows spread over many cells
+
+
+def _thin_source(n=20_000, seed=8):
+    """Two classes ten times as long along z[1] as across z[0] (scripts/bench_plot.py's shape)."""
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(seed)
+    label = rng.integers(0, 2, size=n)
+    z = np.column_stack([rng.normal(size=n) * 0.3 + (label - 0.5) * 0.5, rng.normal(size=n) * 3])
+    return Source(Blocks({"z": z, "label": label}), np.array([0, 1]), np.eye(2), np.zeros(2),
+                  np.array([[1.0, 0.0]]), np.zeros(1), ["z0", "z1"], "thin", "model", "y")
+
+
+def test_a_long_thin_cloud_gets_finer_cells_in_the_same_memory():
+    view = build_view(_thin_source())
+    p = view.pyramid
+    assert p.counts.size <= MAX_COUNTS  # the pass's memory, as for a square cloud
+    # the grid follows the cloud: 1024 x 4096 cells (a square grid's 2048 gave 512 x 2048,
+    # a quarter of the memory)
+    assert p.shape == (1024, 4096)
+    assert view.stored_levels == len(p.levels()) == 10
+    assert p.counts.sum() == 20_000
+
+
+def test_the_finest_grid_is_the_largest_that_fits_edges_included():
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        lo = rng.normal(size=2) * 5
+        extent = np.column_stack([lo, lo + np.exp(rng.normal(size=2) * 1.5)])
+        edges = (0.0 if rng.random() < 0.5 else None, None)
+        buckets = int(rng.integers(2, 200))
+        finest, coarsest = finest_within(extent, buckets, 2**24, edges)
+        assert coarsest == 8
+        lower, (gx, gy), cell = grid(extent, finest, coarsest, edges)
+        assert buckets * gx * gy <= 2**24
+        slack = 1e-12 * np.abs(extent).max()  # (centred: lower rounds to the extent's start)
+        assert np.all(lower <= extent[:, 0] + slack)
+        assert np.all(lower + np.array([gx, gy]) * cell >= extent[:, 1] - slack)
+        if edges[0] is not None:
+            edge = -lower[0] / (cell * (finest // coarsest))
+            assert abs(edge - round(edge)) < 1e-9
+        _, (gx2, gy2), _ = grid(extent, 2 * finest, coarsest, edges)
+        assert buckets * gx2 * gy2 > 2**24  # the largest: twice as fine does not fit
 
 
 # ---------------------------------------------------------------- real browser

@@ -26,11 +26,12 @@ from ..plot.reading import (
     with_zero,
 )
 from .html import DEFAULT_BUDGET, encode_view, render_page
-from .pyramid import Pyramid
+from .pyramid import Pyramid, finest_within
 
 __all__ = ["View", "build_view"]
 
 MAX_VIEW_CLASSES = 200  # one byte per sampled row's class, "other" included
+MAX_COUNTS = 2**24  # the finest grid's counts (64 MiB of uint32): the pass's memory
 
 
 class View:
@@ -70,8 +71,8 @@ def _colors_hex(classmap):
     return [to_hex(c) for c in bucket_colors(classmap)]
 
 
-def _pow2_at_most(v):
-    return 1 << max(0, int(np.floor(np.log2(max(v, 1)))))
+def _coarsest(finest):
+    return max(1, min(8, finest // 128))  # 8 zoom levels or more
 
 
 def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
@@ -85,9 +86,11 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     top : int
         Classes with their own colour; the rest are "other".
     finest : int, optional
-        Cells along the longer side of the finest level: default 2048 for up
-        to four colours, fewer for more (at most 2^24 counts: the finest grid
-        is the pass's memory).
+        Cells along the longer side of the finest level: default the most
+        (a power of two) whose grid, at the extent's aspect, holds at most
+        ``MAX_COUNTS`` counts, all classes' together (the finest grid is the
+        pass's memory): 2048 for a square cloud of up to four colours, 4096
+        for one four times as long as it is wide.
     tiles, per_tile : int
         The sample's tiling and rows kept per tile.
     budget : int
@@ -115,9 +118,13 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         limits, first_view = (with_zero(lim, (i, j).index(0)) for lim in (limits, first_view))
     # two classes: z[0] = 0 is a cell edge at every level, so no cell mixes rows of both sides
     edges = tuple(0.0 if binary and axis == 0 else None for axis in (i, j))
-    # the finest grid is the pass's memory: at most 2^24 counts (64 MiB) whatever the classes
-    finest = finest or min(2048, _pow2_at_most(np.sqrt(2**24 / classmap.n_buckets)))
-    coarsest = max(1, min(8, finest // 128))  # 8 zoom levels or more
+    # the finest grid is the pass's memory: at most MAX_COUNTS whatever the classes, laid
+    # over the extent's aspect (a long thin cloud had a square grid's memory and used a
+    # quarter of it)
+    if finest:
+        coarsest = _coarsest(finest)
+    else:
+        finest, coarsest = finest_within(limits, classmap.n_buckets, MAX_COUNTS, edges, _coarsest)
     pyramid = Pyramid(classmap, limits, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
                       per_tile=per_tile, n_rows=blocks.n, edges=edges)
     stream(blocks, pyramid.add, ["z", "label"])

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..plot.summary import add_keys
 
-__all__ = ["Pyramid", "row_hash"]
+__all__ = ["Pyramid", "finest_within", "grid", "row_hash"]
 
 _MAX_U64 = np.iinfo(np.uint64).max
 MIN_MERGE = 50_000
@@ -65,6 +65,59 @@ def _pow2_at_least(v):
     return 1 << max(0, int(np.ceil(np.log2(max(v, 1)))))
 
 
+def grid(extent, finest, coarsest=8, edges=(None, None)):
+    """The finest grid of a :class:`Pyramid` over ``extent``: ``(lower (2,), (gx, gy), cell)``.
+
+    Square cells, ``finest`` along the longer side, a power of two on each
+    side, at least two coarsest cells a side, each of ``edges`` a cell edge
+    at every level (see :class:`Pyramid`). Nothing is allocated: the pass's
+    memory can be sized from it first.
+    """
+    extent = np.asarray(extent, dtype=np.float64)
+    spans = extent[:, 1] - extent[:, 0]
+    cell = spans.max() / finest
+    # at least two cells a side at the coarsest level: every level's cells stay square
+    # (the page draws one cell size for both axes)
+    least = 2 * max(1, finest // coarsest)
+    shape = [max(_pow2_at_least(s / cell), least) for s in spans]
+    centre = extent.mean(axis=1)
+    lower = centre - np.array(shape) * cell / 2
+    coarse = cell * (finest // coarsest)  # the coarsest level's cell
+    for a, edge in enumerate(edges):
+        if edge is None:
+            continue
+        # a whole number of coarsest cells from ``edge``: it is a cell edge at every level.
+        # The highest such start at or below the extent's (not the centred grid's, which can
+        # sit a coarsest cell lower and push the end out: twice the cells, twice the memory)
+        lower[a] = edge + np.floor((extent[a, 0] - edge) / coarse) * coarse
+        if lower[a] + shape[a] * cell < extent[a, 1]:  # the end left out: twice the cells
+            shape[a] *= 2
+    return lower, (shape[0], shape[1]), cell
+
+
+def finest_within(extent, n_buckets, max_counts, edges=(None, None), coarsest_of=None):
+    """The largest ``finest`` (a power of two) whose grids over ``extent`` fit ``max_counts``.
+
+    That is, ``n_buckets`` grids of :func:`grid` hold at most ``max_counts``
+    counts in all. The grid follows the extent's aspect, so a long thin cloud gets finer
+    cells than a square grid of the same memory would give it; edge
+    alignment can double a side, and is counted. ``coarsest_of(finest)``
+    gives the coarsest level's cells (default 8).
+
+    Returns
+    -------
+    (finest, coarsest)
+    """
+    coarsest_of = coarsest_of or (lambda _f: 8)
+    finest = 1 << 16
+    while True:
+        coarsest = coarsest_of(finest)
+        _, (gx, gy), _ = grid(extent, finest, coarsest, edges)
+        if n_buckets * gx * gy <= max_counts or finest <= 2:
+            return finest, coarsest
+        finest //= 2
+
+
 class Pyramid:
     """Counts per class on a pyramid of square-celled grids over ``extent``.
 
@@ -77,8 +130,8 @@ class Pyramid:
         coarsest level has at least two cells a side.
     edges : (float or None, float or None)
         A value per axis that must be a cell edge at every level (the
-        boundary ``z[0] = 0``): the extent moves down by less than one
-        coarsest cell to put it there.
+        boundary ``z[0] = 0``): on that axis the grid starts a whole number
+        of coarsest cells from it, at or less than one below the extent.
     axes : (i, j)
         Columns of ``z`` drawn as x and y.
     finest : int
@@ -94,25 +147,9 @@ class Pyramid:
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
                  per_tile=48, n_rows=0, edges=(None, None)):
         self.classmap, self.axes = classmap, tuple(axes)
-        extent = np.asarray(extent, dtype=np.float64)
-        spans = extent[:, 1] - extent[:, 0]
-        cell = spans.max() / finest
-        # at least two cells a side at the coarsest level: every level's cells stay square
-        # (the page draws one cell size for both axes)
-        least = 2 * max(1, finest // coarsest)
-        shape = [max(_pow2_at_least(s / cell), least) for s in spans]
-        centre = extent.mean(axis=1)
-        lower = centre - np.array(shape) * cell / 2
-        coarse = cell * (finest // coarsest)  # the coarsest level's cell
-        for a, edge in enumerate(edges):
-            if edge is None:
-                continue
-            # a whole number of coarsest cells from ``edge``: it is a cell edge at every level
-            lower[a] = edge + np.floor((lower[a] - edge) / coarse) * coarse
-            if lower[a] + shape[a] * cell < extent[a, 1]:  # moved down too far: twice the cells
-                shape[a] *= 2
+        lower, shape, cell = grid(extent, finest, coarsest, edges)
         self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
-        self.shape = tuple(shape)  # finest (gx, gy)
+        self.shape = shape  # finest (gx, gy)
         self.cell = cell
         self.n_levels = int(np.log2(finest // coarsest)) + 1
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
