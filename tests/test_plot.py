@@ -675,6 +675,20 @@ def test_the_legend_names_only_the_boundaries_a_panel_draws():
     assert "LDA boundaries" in labels
 
 
+def test_two_classes_name_their_boundary_only_in_a_plane_that_draws_it():
+    # the plane of z[1], z[2] draws no line z[0] = 0, and its legend named one
+    X, y = make_classes(n=4000, p=5, k=2, seed=3)
+    m = sp.BoundaryProjector(n_components=3).fit(X, y)
+    fig = plot_projection(m, X, y, axes=(1, 2))
+    assert _tie_points(fig.streamproj_axes[0]).size == 0
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "decision boundary z[0] = 0" not in labels
+    assert "the boundary z[0] = 0 is not a line in this plane" in labels
+    fig = plot_projection(m, X, y, axes=(0, 2))
+    assert "decision boundary z[0] = 0" in [t.get_text() for t in fig.legends[0].get_texts()]
+    assert _tie_points(fig.streamproj_axes[0]).size > 0
+
+
 def test_the_qda_boundary_is_no_class_colour():
     X, y = make_classes(n=3000, p=4, k=7, seed=6)
     m = sp.BoundaryProjector(keep_class_scatter=True).fit(X, y)

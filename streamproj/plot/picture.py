@@ -606,7 +606,11 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     # a legend entry is one line: a class name past 40 characters is cut (the notes keep it)
     legend, legend_note = _class_legend(cm.names, summary.rows, colors)
     if binary is not None:
-        legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
+        # drawn in every panel with z[0] (its limits hold 0), in no other
+        if any(0 in pair for _, _, pair in placed):
+            legend.append(("decision boundary z[0] = 0", figmod.BOUNDARY_COLOR, "line"))
+        else:
+            legend.append(("the boundary z[0] = 0 is not a line in this plane", "none", "text"))
     else:
         # an entry for what some panel draws: a plane can show no tie at all
         shown = [bool(_tie_segments((summary.limits[i], summary.limits[j]),
