@@ -594,3 +594,40 @@ def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of):
     assert page.evaluate("window.streamproj.state().k") == 1
     assert page.evaluate(PIXELS)["sum"] == equal["sum"]
     assert problems == []
+
+
+FAR_FROM_TIES = """() => { const api = window.streamproj, b = api.boundary, r = api.plotRect(), K = b.b.length;
+  // the point of the plot farthest from any boundary of the class that wins there
+  const score = (x, y, k) => x * b.A[0][k] + y * b.A[1][k] + b.b[k];
+  let best = null;
+  for (let i = 1; i < 40; i++) for (let j = 1; j < 40; j++) {
+    const [x, y] = api.toData(r.l + r.w * i / 40, r.t + r.h * j / 40);
+    const s = [...Array(K).keys()].map((k) => score(x, y, k)), p = s.indexOf(Math.max(...s));
+    let d = Infinity;
+    for (let q = 0; q < K; q++) if (q !== p)
+      d = Math.min(d, (s[p] - s[q]) / Math.hypot(b.A[0][p] - b.A[0][q], b.A[1][p] - b.A[1][q]));
+    if (!best || d > best.d) best = { x, y, d };
+  }
+  return best; }"""
+
+
+def test_browser_the_boundary_entry_names_a_line_only_while_one_is_drawn(page_of, many_class_view):
+    # zoomed into one class's region, no slice line is drawn: the legend still said "(slice)"
+    page, problems = page_of(many_class_view)
+    assert "LDA boundaries (slice)" in page.inner_text("#sp-legend")
+    far = page.evaluate(FAR_FROM_TIES)
+    # zoom about that point until the whole plot is within half its distance from a tie
+    rect = page.evaluate("window.streamproj.plotRect()")
+    s = page.evaluate("window.streamproj.state().s")
+    factor = 2 * np.hypot(rect["w"], rect["h"]) / (s * far["d"])
+    x, y = page.evaluate("([x, y]) => window.streamproj.toScreen(x, y)", [far["x"], far["y"]])
+    page.evaluate("([f, x, y]) => window.streamproj.zoom(f, x, y)", [factor, x, y])
+    assert page.evaluate("window.streamproj.state().s") == pytest.approx(s * factor)
+    legend = page.inner_text("#sp-legend")
+    assert "(slice)" not in legend
+    assert "no LDA boundary in this view" in legend
+    assert page.evaluate("window.streamproj.state().boundaryDrawn") is False
+    page.click("#sp-reset")
+    assert "LDA boundaries (slice)" in page.inner_text("#sp-legend")
+    assert page.evaluate("window.streamproj.state().boundaryDrawn") is True
+    assert problems == []

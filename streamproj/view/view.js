@@ -144,7 +144,7 @@
       ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cs * view.s * view.k, ny * cs * view.s);
     }
     drawPoints(li);
-    drawBoundary(r);
+    boundaryKey(drawBoundary(r));
     ctx.restore();
     drawAxes(r);
     drawAspect(r);
@@ -190,15 +190,19 @@
     pointsShown = drawnPoints.length;
   }
 
+  // draws the boundary where it crosses the plot; says whether it did
   function drawBoundary(r) {
     ctx.strokeStyle = "#111"; ctx.lineWidth = 1.6;
     const b = M.boundary;
+    let drawn = false;
     if (b.kind === "x") {
       const [sx] = toScreen(0, 0);
       ctx.beginPath(); ctx.moveTo(sx, r.t); ctx.lineTo(sx, r.t + r.h); ctx.stroke();
+      drawn = sx >= r.l && sx <= r.l + r.w;
     } else if (b.kind === "y") {
       const [, sy] = toScreen(0, 0);
       ctx.beginPath(); ctx.moveTo(r.l, sy); ctx.lineTo(r.l + r.w, sy); ctx.stroke();
+      drawn = sy >= r.t && sy <= r.t + r.h;
     } else if (b.kind === "regions") {
       // where the winning class of the linear rule changes: each pair's tie line, clipped
       // to the plot, kept where no third class scores higher (straight at any zoom)
@@ -223,12 +227,28 @@
           let lead = true;
           for (let k = 0; k < K && lead; k++) if (k !== p && k !== q && score(x, y, k) > tie) lead = false;
           const [sx, sy] = toScreen(x, y);
-          if (lead) { if (open) ctx.lineTo(sx, sy); else ctx.moveTo(sx, sy); }
+          if (lead) { if (open) { ctx.lineTo(sx, sy); drawn = true; } else ctx.moveTo(sx, sy); }
           open = lead;
         }
       }
       ctx.stroke(); ctx.restore();
     }
+    return drawn;
+  }
+
+  // the legend's boundary entry names a line only while one is drawn (a slice zoomed into
+  // one class's region drew none and still said "(slice)")
+  let boundaryDrawn = null;
+  function boundaryKey(drawn) {
+    if (drawn === boundaryDrawn) return;
+    boundaryDrawn = drawn;
+    const b = M.boundary, SW = '<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>';
+    document.getElementById("sp-boundary").innerHTML = b.kind === "none" ? "the boundary is not a line in this plane"
+      : !drawn ? `<span class="note">no ${b.kind === "regions" ? "LDA boundary" : "boundary z[0] = 0"} in this view</span>`
+      : b.kind !== "regions" ? `${SW}decision boundary z[0] = 0`
+      : b.exact !== false ? `${SW}LDA boundaries in this plane`
+      : `<span class="sw" style="background:repeating-linear-gradient(90deg,#111 0 4px,transparent 4px 6px);height:3px;vertical-align:3px"></span>LDA boundaries (slice)`
+        + `<br><span class="note">where this plane through the centre cuts them: the rule also uses directions not shown</span>`;
   }
 
   function drawAxes(r) {
@@ -388,11 +408,7 @@
     });
     const bl = document.createElement("li");
     bl.style.cursor = "default";
-    bl.innerHTML = M.boundary.kind === "regions" ? (M.boundary.exact === false
-        ? `<span class="sw" style="background:repeating-linear-gradient(90deg,#111 0 4px,transparent 4px 6px);height:3px;vertical-align:3px"></span>LDA boundaries (slice)`
-        + `<br><span class="note">where this plane through the centre cuts them: the rule also uses directions not shown</span>`
-        : `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>LDA boundaries in this plane`)
-      : M.boundary.kind === "none" ? "the boundary is not a line in this plane" : `<span class="sw" style="background:#111;height:3px;vertical-align:3px"></span>decision boundary z[0] = 0`;
+    bl.id = "sp-boundary";  // filled as each view is drawn (boundaryKey)
     ul.appendChild(bl);
     const last = M.levels[M.levels.length - 1];
     document.getElementById("sp-notes").textContent =
@@ -456,7 +472,7 @@
   }
 
   api.state = () => ({ ...view, level: chooseLevel(), levels: levels.length, hidden: hidden.slice(), pointsShown,
-    pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote() });
+    pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote(), boundaryDrawn });
   api.stretch = stretch;
   api.showPoints = showPoints;
   api.zoom = zoom;
