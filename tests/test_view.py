@@ -295,6 +295,13 @@ def test_browser_hiding_a_class_removes_its_colour(page_of, two_class_view):
     assert problems == []
 
 
+def _hovered_counts(levels, hover):
+    """The pyramid's counts of the cell hovered: its level's cells, merged ``mx x my``."""
+    mx, my, ix, iy = hover["mx"], hover["my"], hover["ix"], hover["iy"]
+    cells = levels[hover["level"]][:, ix * mx:(ix + 1) * mx, iy * my:(iy + 1) * my]
+    return cells.sum(axis=(1, 2)).tolist()
+
+
 def test_browser_hover_shows_the_pyramids_counts(page_of, two_class_view):
     page, problems = page_of(two_class_view)
     box = page.locator("#sp-canvas").bounding_box()
@@ -559,10 +566,8 @@ def test_notes_say_the_sample_is_not_proportional_when_it_thins(page_of):
     assert problems == []
 
 
-def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of):
-    X, y = make_coin(n=20_000, p=6, seed=4)  # z[0] some ten times narrower than z[1]
-    m = sp.BoundaryProjector().fit(X, y)
-    view = view_projection(m, X, y)
+def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of, coin_view):
+    view = coin_view
     page, problems = page_of(view)
     assert page.evaluate("window.streamproj.state().k") == 1  # equal aspect by default
     s0 = page.evaluate("window.streamproj.state().s")
@@ -585,14 +590,70 @@ def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of):
     for fx in (0.3, 0.45, 0.55, 0.7):
         page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * 0.5)
         hover = page.evaluate("window.streamproj.hover")
-        assert hover["counts"] == levels[hover["level"]][:, hover["ix"], hover["iy"]].tolist()
-        cell = hover["cell"]
-        assert view.pyramid.extent[0][0] + hover["ix"] * cell <= hover["x"]
-        assert hover["x"] < view.pyramid.extent[0][0] + (hover["ix"] + 1) * cell
+        assert hover["counts"] == _hovered_counts(levels, hover)
+        (x0, _), (y0, _) = view.pyramid.extent
+        assert x0 + hover["ix"] * hover["cell"] <= hover["x"] < x0 + (hover["ix"] + 1) * hover["cell"]
+        assert y0 + hover["iy"] * hover["cellY"] <= hover["y"] < y0 + (hover["iy"] + 1) * hover["cellY"]
     page.mouse.move(box["x"] + 2, box["y"] + 2)
     page.keyboard.press("x")  # back to equal aspect
     assert page.evaluate("window.streamproj.state().k") == 1
     assert page.evaluate(PIXELS)["sum"] == equal["sum"]
+    assert problems == []
+
+
+RUNS = """() => { const c = document.getElementById('sp-canvas'), r = window.streamproj.plotRect();
+  const dpr = window.devicePixelRatio || 1, d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const at = (x, y) => { const i = 4 * (y * c.width + x); return d[i] << 16 | d[i + 1] << 8 | d[i + 2]; };
+  // below the aspect note, inside the frame: ink pixels, and those like their right / lower neighbour
+  let ink = 0, right = 0, below = 0;
+  for (let y = Math.ceil((r.t + 26) * dpr); y < Math.floor((r.t + r.h - 2) * dpr); y++)
+    for (let x = Math.ceil((r.l + 2) * dpr); x < Math.floor((r.l + r.w - 2) * dpr); x++) {
+      const v = at(x, y);
+      if (v === 0xffffff) continue;
+      ink++; if (at(x + 1, y) === v) right++; if (at(x, y + 1) === v) below++;
+    }
+  // mean runs of one colour along x and along y
+  return {ink, along_x: 1 / (1 - right / ink), along_y: 1 / (1 - below / ink)}; }"""
+
+
+@pytest.fixture(scope="module")
+def coin_view():
+    X, y = make_coin(n=20_000, p=6, seed=4)  # z[0] some ten times narrower than z[1]
+    return view_projection(sp.BoundaryProjector().fit(X, y), X, y)
+
+
+def test_browser_stretched_cells_are_about_square_on_screen_and_hover_their_counts(
+        page_of, coin_view):
+    # x stretched ~15x: the level was chosen by the cells' height, so each cell was a pixel
+    # tall and ~15 wide (streaks); now cells of a finer level merged along y, about square
+    page, problems = page_of(coin_view)
+    page.click("#sp-stretch")
+    levels = coin_view.pyramid.levels()
+    box = page.locator("#sp-canvas").bounding_box()
+    dpr = page.evaluate("window.devicePixelRatio")
+    for zoom in (1, 8):
+        if zoom > 1:
+            page.evaluate("(f) => { const r = window.streamproj.plotRect();"
+                          " window.streamproj.zoom(f, r.l + r.w / 2, r.t + r.h / 2); }", zoom)
+        runs = page.evaluate(RUNS)
+        assert runs["ink"] > 10_000
+        assert runs["along_x"] < 2 * runs["along_y"], runs  # (streaks: 10 times)
+        state = page.evaluate("window.streamproj.state()")
+        assert state["k"] > 4
+        w, h = state["cellPx"]
+        assert 0.5 <= w / h <= 2, state
+        assert min(w, h) * dpr >= 1
+        assert state["merge"][0] == 1 < state["merge"][1]
+        for fx, fy in [(0.45, 0.5), (0.55, 0.45), (0.5, 0.55), (0.4, 0.5)]:
+            page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+            hover = page.evaluate("window.streamproj.hover")
+            assert [hover["mx"], hover["my"]] == state["merge"]
+            assert hover["counts"] == _hovered_counts(levels, hover)
+            shown = page.eval_on_selector_all("#sp-tip td[data-count]",
+                                              "els => els.map(e => +e.dataset.count)")
+            assert shown == sorted((v for v in hover["counts"] if v), reverse=True)
+    page.keyboard.press("x")  # equal aspect: the levels' own cells, unmerged
+    assert page.evaluate("window.streamproj.state().merge") == [1, 1]
     assert problems == []
 
 

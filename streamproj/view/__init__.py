@@ -7,7 +7,8 @@ hand-written script (``view.js``) pans, zooms, shows the per-class counts of
 the classes in the cell under the cursor, hides and shows classes from the
 legend (which gives each class's rows and how many are drawn), always draws the
 boundary ``z[0] = 0``, stretches x against y on request (and says so on the
-canvas), and once the finest cells are large draws the sampled rows as small
+canvas; a finer level's cells, merged along the other axis, stay about square
+on screen), and once the finest cells are large draws the sampled rows as small
 dots with their row index. :class:`View` saves the page or shows it inline in
 Jupyter.
 """

@@ -41,7 +41,6 @@
     if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
     return (+v.toPrecision(4)).toString();
   }
-  function cellSize(lv) { return lv.cell; }
 
   function plotRect() { return { l: PAD.l, t: PAD.t, w: W - PAD.l - PAD.r, h: H - PAD.t - PAD.b }; }
   function toScreen(x, y) {
@@ -53,14 +52,53 @@
     return [view.cx + (px - r.l - r.w / 2) / (view.s * view.k), view.cy - (py - r.t - r.h / 2) / view.s];
   }
 
-  // screen pixels of a cell's shorter side (cells are square in data units)
+  // screen pixels of a level's cell's shorter side (cells are square in data units)
   function cellPx(cs) { return cs * view.s * Math.min(1, view.k); }
 
-  function chooseLevel() {
-    // the finest level whose cells are at least one screen pixel (device pixels)
-    let best = 0;
-    for (let l = 0; l < levels.length; l++) if (cellPx(cellSize(levels[l])) * dpr >= 1) best = l;
+  // What is drawn: level l's cells merged mx along x or my along y. With x stretched k times
+  // against y, 2^round(log2 k) cells merged along y (or, squeezed, along x) are about square
+  // on screen; then the finest level whose merged cells are a device pixel a side (choosing
+  // the level by the cells' shorter side alone drew them a pixel tall and k wide: streaks).
+  // Equal aspect: no merging, the finest level whose cells are a pixel a side.
+  function choose() {
+    const px = view.s * view.k * dpr, py = view.s * dpr;
+    const m = 2 ** Math.round(Math.log2(Math.max(px, py) / Math.min(px, py)));
+    const merge = (lv) => ({ mx: px < py ? Math.min(m, lv.gx) : 1, my: py < px ? Math.min(m, lv.gy) : 1 });
+    let best = { l: 0, ...merge(levels[0]) };
+    for (let l = 1; l < levels.length; l++) {
+      const { mx, my } = merge(levels[l]), cs = levels[l].cell;
+      if (Math.min(cs * mx * px, cs * my * py) >= 1) best = { l, mx, my };
+    }
     return best;
+  }
+
+  // A level's cells merged mx x my (powers of two, so they divide its sides): sums of its
+  // counts, exact as the level's own are (a merged cell's edges are the level's edges).
+  // Derived on first use and kept, a few at a time.
+  const merged = new Map();
+  function gridOf({ l, mx, my }) {
+    const lv = levels[l];
+    if (mx === 1 && my === 1) return lv;
+    const key = `${l},${mx},${my}`;
+    if (merged.has(key)) return merged.get(key);
+    const gx = lv.gx / mx, gy = lv.gy / my, plane = gx * gy, P = lv.gx * lv.gy, src = lv.counts;
+    const sx = Math.log2(mx), sy = Math.log2(my);
+    // sums may pass a narrow type's range: 32 bits unless the rows do
+    const counts = new (src instanceof Float64Array || M.n >= 2 ** 32 ? Float64Array : Uint32Array)(B * plane);
+    const total = new Float64Array(plane);
+    for (let k = 0; k < B; k++) {
+      for (let ix = 0; ix < lv.gx; ix++) {
+        const from = k * P + ix * lv.gy, to = k * plane + (ix >> sx) * gy;
+        for (let iy = 0; iy < lv.gy; iy++) counts[to + (iy >> sy)] += src[from + iy];
+      }
+      for (let c = 0; c < plane; c++) total[c] += counts[k * plane + c];
+    }
+    let vmax = 1;
+    for (let c = 0; c < plane; c++) if (total[c] > vmax) vmax = total[c];
+    const g = { l, mx, my, gx, gy, cw: lv.cell * mx, ch: lv.cell * my, vmax, counts };
+    if (merged.size >= 4) merged.delete(merged.keys().next().value);
+    merged.set(key, g);
+    return g;
   }
 
   function resize() {
@@ -113,10 +151,10 @@
     const r = plotRect();
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
-    const li = chooseLevel(), lv = levels[li], cs = cellSize(lv);
+    const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch;
     const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
-    const ix0 = Math.max(0, Math.floor((dx0 - x0) / cs)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cs));
-    const iy0 = Math.max(0, Math.floor((dy0 - y0) / cs)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / cs));
+    const ix0 = Math.max(0, Math.floor((dx0 - x0) / cw)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cw));
+    const iy0 = Math.max(0, Math.floor((dy0 - y0) / ch)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / ch));
     ctx.save();
     ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
     if (ix1 > ix0 && iy1 > iy0) {
@@ -139,20 +177,20 @@
         }
       }
       offctx.putImageData(img, 0, 0);
-      const [sx, sy] = toScreen(x0 + ix0 * cs, y0 + iy1 * cs);
+      const [sx, sy] = toScreen(x0 + ix0 * cw, y0 + iy1 * ch);
       ctx.imageSmoothingEnabled = false;
-      ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cs * view.s * view.k, ny * cs * view.s);
+      ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cw * view.s * view.k, ny * ch * view.s);
     }
     drawPoints(li);
     boundaryKey(drawBoundary(r));
     ctx.restore();
     drawAxes(r);
     drawAspect(r);
-    updateKey(lv, cs);
+    updateKey(lv);
     api.level = li;
     document.getElementById("sp-status").textContent =
       (view.k !== 1 ? `${aspectNote()} · ` : "") +
-      `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${fmt(cs)})` +
+      `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
       (pointsShown ? ` · ${pointsShown < pointsInView ? `${pointsShown.toLocaleString()} of ${pointsInView.toLocaleString()}`
         : pointsShown.toLocaleString()} sampled rows drawn` : "");
   }
@@ -165,7 +203,7 @@
   function drawPoints(li) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
     if (!points || !pointsOn || li < levels.length - 1) return;
-    const fine = cellPx(cellSize(levels[li]));
+    const fine = cellPx(levels[li].cell);
     if (fine < POINTS_FROM) return;
     const r = plotRect(), inView = [];
     for (let p = 0; p < points.count; p++) {
@@ -282,7 +320,9 @@
     ctx.fillStyle = "#a00"; ctx.fillText(note, r.l + 7, r.t + 5);
   }
 
-  function updateKey(lv, cs) {
+  function cellText(g) { return g.cw === g.ch ? fmt(g.cw) : `${fmt(g.cw)} x ${fmt(g.ch)}`; }
+
+  function updateKey(lv) {
     const key = document.getElementById("sp-key"), kc = key.getContext("2d");
     const logmax = Math.log1p(lv.vmax);
     kc.clearRect(0, 0, key.width, key.height);
@@ -291,18 +331,21 @@
       const a = t < 1 ? 0 : Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
       kc.fillStyle = `rgba(51,51,51,${a})`; kc.fillRect(i, 0, 1, key.height);
     }
-    document.getElementById("sp-keytitle").textContent = `rows per cell (cell ${fmt(cs)} x ${fmt(cs)}); colour = classes mixed by count`;
+    document.getElementById("sp-keytitle").textContent = `rows per cell (cell ${fmt(lv.cw)} x ${fmt(lv.ch)}); colour = classes mixed by count`;
     document.getElementById("sp-keylabels").innerHTML = `<span>1</span><span>${Math.round(Math.sqrt(lv.vmax)).toLocaleString()}</span><span>${lv.vmax.toLocaleString()}</span>`;
   }
 
+  // the cell drawn under (px, py): its level, its place in the merged grid and the merging
+  // (level cells ix * mx .. (ix + 1) * mx - 1 by iy * my ..), its per-class counts
   function cellAt(px, py) {
-    const li = chooseLevel(), lv = levels[li], cs = cellSize(lv);
+    const lv = gridOf(choose()), cw = lv.cw, ch = lv.ch;
     const [x, y] = toData(px, py);
-    const ix = Math.floor((x - x0) / cs), iy = Math.floor((y - y0) / cs);
-    if (ix < 0 || iy < 0 || ix >= lv.gx || iy >= lv.gy) return { level: li, ix, iy, x, y, counts: null };
+    const ix = Math.floor((x - x0) / cw), iy = Math.floor((y - y0) / ch);
+    const at = { level: lv.l, mx: lv.mx, my: lv.my, ix, iy, x, y, cell: cw, cellY: ch, counts: null };
+    if (ix < 0 || iy < 0 || ix >= lv.gx || iy >= lv.gy) return at;
     const plane = lv.gx * lv.gy, counts = [];
     for (let k = 0; k < B; k++) counts.push(Number(lv.counts[k * plane + ix * lv.gy + iy]));
-    return { level: li, ix, iy, x, y, cell: cs, counts };
+    return { ...at, counts };
   }
 
   function nearestPoint(px, py) {
@@ -332,8 +375,8 @@
       // edges as multiples of the cell from the extent's corner; one within rounding of 0
       // (the boundary is a cell edge) reads 0, not 1e-16
       const edge = (v) => (Math.abs(v) < 1e-9 * c.cell ? 0 : v);
-      const x = edge(x0 + c.ix * c.cell), y = edge(y0 + c.iy * c.cell);
-      html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cell))}<table>`;
+      const x = edge(x0 + c.ix * c.cell), y = edge(y0 + c.iy * c.cellY);
+      html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cellY))}<table>`;
       // the classes present in the cell, largest first (a cell of 200 classes holds a few)
       const present = [];
       c.counts.forEach((v, k) => { if (v) present.push(k); });
@@ -449,8 +492,8 @@
   }
 
   async function load() {
-    levels = await Promise.all(M.levels.map(async (lv) => ({
-      gx: lv.gx, gy: lv.gy, cell: lv.cell, vmax: Math.max(1, lv.vmax),
+    levels = await Promise.all(M.levels.map(async (lv, l) => ({
+      l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cell: lv.cell, cw: lv.cell, ch: lv.cell, vmax: Math.max(1, lv.vmax),
       counts: new TYPED[lv.dtype](await inflate(lv.data)),
     })));
     const pts = M.points;
@@ -471,8 +514,12 @@
     render();
   }
 
-  api.state = () => ({ ...view, level: chooseLevel(), levels: levels.length, hidden: hidden.slice(), pointsShown,
-    pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote(), boundaryDrawn });
+  api.state = () => {
+    const { l, mx, my } = choose();
+    const cs = levels[l].cell, cellPx = [cs * mx * view.s * view.k, cs * my * view.s];  // on screen
+    return { ...view, level: l, merge: [mx, my], cellPx, levels: levels.length, hidden: hidden.slice(), pointsShown,
+      pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote(), boundaryDrawn };
+  };
   api.stretch = stretch;
   api.showPoints = showPoints;
   api.zoom = zoom;
