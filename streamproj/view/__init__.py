@@ -1,7 +1,7 @@
 """The interactive view of a projection: one self-contained HTML file, no server.
 
 :func:`build_view` makes one streaming pass over the projected rows into a
-per-class density :class:`~.pyramid.Pyramid` (8-9 zoom levels) and a bounded
+per-class density :class:`~.pyramid.Pyramid` (8-10 zoom levels) and a bounded
 hashed sample of rows, and writes them into a page (:mod:`.html`) whose
 hand-written script (``view.js``) pans, zooms, shows the per-class counts of
 the classes in the cell under the cursor, hides and shows classes from the
