@@ -155,13 +155,14 @@ def test_a_few_far_rows_do_not_set_the_views_cells():
     assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # the rows spread over many cells
 
 
-def _thin_source(n=20_000, seed=8):
+def _thin_source(n=20_000, seed=8, spread=(0.3, 3.0)):
     """Two classes ten times as long along z[1] as across z[0] (scripts/bench_plot.py's shape)."""
     from streamproj.plot.picture import Source
 
     rng = np.random.default_rng(seed)
     label = rng.integers(0, 2, size=n)
-    z = np.column_stack([rng.normal(size=n) * 0.3 + (label - 0.5) * 0.5, rng.normal(size=n) * 3])
+    z = rng.normal(size=(n, 2)) * spread
+    z[:, 0] += (label - 0.5) * 0.5
     return Source(Blocks({"z": z, "label": label}), np.array([0, 1]), np.eye(2), np.zeros(2),
                   np.array([[1.0, 0.0]]), np.zeros(1), ["z0", "z1"], "thin", "model", "y")
 
@@ -177,6 +178,22 @@ def test_a_long_thin_cloud_gets_finer_cells_in_the_same_memory():
     assert p.counts.sum() == 20_000
 
 
+def test_a_cloud_widest_across_the_boundary_keeps_its_cells_within_the_memory():
+    # z[0] the longer side: putting 0 on a cell edge pushed the grid's end out, and the side
+    # doubled to 4096 x 2048 cells, 3 x 2^23 counts past the bound; now the cells widen a little
+    from streamproj.plot.reading import class_spread_limits, with_zero
+
+    source = _thin_source(spread=(3.0, 2.0))
+    p = build_view(source).pyramid
+    assert p.counts.size <= MAX_COUNTS
+    assert p.shape == (2048, 2048)
+    z, label = source.blocks.arrays["z"], source.blocks.arrays["label"]
+    limits = with_zero(class_spread_limits(z, label, reach=2.0, pad=0.2), 0)  # (the view's)
+    assert p.cell <= np.ptp(limits, axis=1).max() / 2048 * 8 / 7 * (1 + 1e-9)
+    edge = -p.extent[0, 0] / (p.cell * 256)
+    assert abs(edge - round(edge)) < 1e-9  # 0 is a coarsest cell's edge, so every level's
+
+
 def test_the_finest_grid_is_the_largest_that_fits_edges_included():
     rng = np.random.default_rng(9)
     for _ in range(200):
@@ -184,9 +201,9 @@ def test_the_finest_grid_is_the_largest_that_fits_edges_included():
         extent = np.column_stack([lo, lo + np.exp(rng.normal(size=2) * 1.5)])
         edges = (0.0 if rng.random() < 0.5 else None, None)
         buckets = int(rng.integers(2, 200))
-        finest, coarsest = finest_within(extent, buckets, 2**24, edges)
+        finest, coarsest, widen = finest_within(extent, buckets, 2**24, edges)
         assert coarsest == 8
-        lower, (gx, gy), cell = grid(extent, finest, coarsest, edges)
+        lower, (gx, gy), cell = grid(extent, finest, coarsest, edges, widen)
         assert buckets * gx * gy <= 2**24
         slack = 1e-12 * np.abs(extent).max()  # (centred: lower rounds to the extent's start)
         assert np.all(lower <= extent[:, 0] + slack)
@@ -194,8 +211,11 @@ def test_the_finest_grid_is_the_largest_that_fits_edges_included():
         if edges[0] is not None:
             edge = -lower[0] / (cell * (finest // coarsest))
             assert abs(edge - round(edge)) < 1e-9
-        _, (gx2, gy2), _ = grid(extent, 2 * finest, coarsest, edges)
-        assert buckets * gx2 * gy2 > 2**24  # the largest: twice as fine does not fit
+        # the finest that fits: twice as fine does not, nor this fine with no widened cells
+        for f, how in [(2 * finest, "double"), (2 * finest, "cell")] + (
+                [(finest, "double")] if widen == "cell" else []):
+            _, (gx2, gy2), _ = grid(extent, f, coarsest, edges, how)
+            assert buckets * gx2 * gy2 > 2**24
 
 
 # ---------------------------------------------------------------- real browser

@@ -123,11 +123,12 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     # over the extent's aspect (a long thin cloud had a square grid's memory and used a
     # quarter of it)
     if finest:
-        coarsest = _coarsest(finest)
+        coarsest, widen = _coarsest(finest), "double"
     else:
-        finest, coarsest = finest_within(limits, classmap.n_buckets, MAX_COUNTS, edges, _coarsest)
+        finest, coarsest, widen = finest_within(limits, classmap.n_buckets, MAX_COUNTS, edges,
+                                                _coarsest)
     pyramid = Pyramid(classmap, limits, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
-                      per_tile=per_tile, n_rows=blocks.n, edges=edges)
+                      per_tile=per_tile, n_rows=blocks.n, edges=edges, widen=widen)
     stream(blocks, pyramid.add, ["z", "label"])
     names = source.axis_names
     boundary: dict[str, object] = {"kind": "none"}

@@ -65,13 +65,19 @@ def _pow2_at_least(v):
     return 1 << max(0, int(np.ceil(np.log2(max(v, 1)))))
 
 
-def grid(extent, finest, coarsest=8, edges=(None, None)):
+def grid(extent, finest, coarsest=8, edges=(None, None), widen="double"):
     """The finest grid of a :class:`Pyramid` over ``extent``: ``(lower (2,), (gx, gy), cell)``.
 
     Square cells, ``finest`` along the longer side, a power of two on each
     side, at least two coarsest cells a side, each of ``edges`` a cell edge
     at every level (see :class:`Pyramid`). Nothing is allocated: the pass's
     memory can be sized from it first.
+
+    Where an edge moves the grid's start down so far that its end falls short
+    of the extent's, ``widen="double"`` doubles the cells on that side (twice
+    the memory); ``widen="cell"`` takes cells large enough that the side
+    holds the extent and a coarsest cell more (at most twice as large, more
+    often 8/7 as large), so the cells fit whatever the edge's place.
     """
     extent = np.asarray(extent, dtype=np.float64)
     spans = extent[:, 1] - extent[:, 0]
@@ -80,9 +86,14 @@ def grid(extent, finest, coarsest=8, edges=(None, None)):
     # (the page draws one cell size for both axes)
     least = 2 * max(1, finest // coarsest)
     shape = [max(_pow2_at_least(s / cell), least) for s in spans]
+    per_coarse = finest // coarsest  # finest cells in a coarsest one
+    if widen == "cell":
+        for a, edge in enumerate(edges):
+            if edge is not None:  # (shape >= least >= 2 per_coarse: the divisor is positive)
+                cell = max(cell, spans[a] / (shape[a] - per_coarse))
     centre = extent.mean(axis=1)
     lower = centre - np.array(shape) * cell / 2
-    coarse = cell * (finest // coarsest)  # the coarsest level's cell
+    coarse = cell * per_coarse  # the coarsest level's cell
     for a, edge in enumerate(edges):
         if edge is None:
             continue
@@ -96,25 +107,27 @@ def grid(extent, finest, coarsest=8, edges=(None, None)):
 
 
 def finest_within(extent, n_buckets, max_counts, edges=(None, None), coarsest_of=None):
-    """The largest ``finest`` (a power of two) whose grids over ``extent`` fit ``max_counts``.
+    """The finest grid whose ``n_buckets`` counts over ``extent`` fit in ``max_counts``.
 
-    That is, ``n_buckets`` grids of :func:`grid` hold at most ``max_counts``
-    counts in all. The grid follows the extent's aspect, so a long thin cloud gets finer
-    cells than a square grid of the same memory would give it; edge
-    alignment can double a side, and is counted. ``coarsest_of(finest)``
-    gives the coarsest level's cells (default 8).
+    Tried from the finest cells down: each ``finest`` (a power of two) with
+    its sides doubled where an edge needs it, then with its cells widened
+    instead (see :func:`grid`). The grid follows the extent's aspect, so a
+    long thin cloud gets finer cells than a square grid of the same memory
+    would give it. ``coarsest_of(finest)`` gives the coarsest level's cells
+    (default 8).
 
     Returns
     -------
-    (finest, coarsest)
+    (finest, coarsest, widen)
     """
     coarsest_of = coarsest_of or (lambda _f: 8)
     finest = 1 << 16
     while True:
         coarsest = coarsest_of(finest)
-        _, (gx, gy), _ = grid(extent, finest, coarsest, edges)
-        if n_buckets * gx * gy <= max_counts or finest <= 2:
-            return finest, coarsest
+        for widen in ("double", "cell"):
+            _, (gx, gy), _ = grid(extent, finest, coarsest, edges, widen)
+            if n_buckets * gx * gy <= max_counts or finest <= 2:
+                return finest, coarsest, widen
         finest //= 2
 
 
@@ -131,7 +144,9 @@ class Pyramid:
     edges : (float or None, float or None)
         A value per axis that must be a cell edge at every level (the
         boundary ``z[0] = 0``): on that axis the grid starts a whole number
-        of coarsest cells from it, at or less than one below the extent.
+        of coarsest cells from it, at or less than one below the extent
+        (``widen``: how the grid still reaches the extent's end, see
+        :func:`grid`).
     axes : (i, j)
         Columns of ``z`` drawn as x and y.
     finest : int
@@ -145,9 +160,9 @@ class Pyramid:
     """
 
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
-                 per_tile=48, n_rows=0, edges=(None, None)):
+                 per_tile=48, n_rows=0, edges=(None, None), widen="double"):
         self.classmap, self.axes = classmap, tuple(axes)
-        lower, shape, cell = grid(extent, finest, coarsest, edges)
+        lower, shape, cell = grid(extent, finest, coarsest, edges, widen)
         self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
         self.shape = shape  # finest (gx, gy)
         self.cell = cell
