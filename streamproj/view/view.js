@@ -63,7 +63,10 @@
   function choose() {
     const px = view.s * view.k * dpr, py = view.s * dpr;
     const m = 2 ** Math.round(Math.log2(Math.max(px, py) / Math.min(px, py)));
-    const merge = (lv) => ({ mx: px < py ? Math.min(m, lv.gx) : 1, my: py < px ? Math.min(m, lv.gy) : 1 });
+    // at most a coarsest cell's worth (2^l along each side at level l): its edges, z[0] = 0
+    // among them for two classes, stay edges, so no merged cell mixes the two sides
+    const merge = (lv) => ({ mx: px < py ? Math.min(m, lv.gx / levels[0].gx) : 1,
+      my: py < px ? Math.min(m, lv.gy / levels[0].gy) : 1 });
     let best = { l: 0, ...merge(levels[0]) };
     for (let l = 1; l < levels.length; l++) {
       const { mx, my } = merge(levels[l]), cs = levels[l].cell;
