@@ -11,11 +11,30 @@ import threading
 
 import numpy as np
 
-__all__ = ["PictureSummary", "add_keys", "cell_keys"]
+__all__ = ["PictureSummary", "add_keys", "cell_index", "cell_keys"]
+
+
+def cell_index(v, lo, hi, n):
+    """Each value's cell along one axis, counted from 1; 0 below ``lo`` (and NaN), ``n + 1`` above.
+
+    ``floor((v - lo) * n / (hi - lo)) + 1``, clipped to ``[0, n + 1]``: cell
+    ``c`` holds ``c - 1 <= (v - lo) * n / (hi - lo) < c`` (the cells of a
+    histogram of ``n`` bins over ``[lo, hi)``), and the rows outside land in
+    a border cell on either side instead of being masked out, which took
+    three compacting copies a block.
+    """
+    f = np.subtract(v, lo, dtype=np.float64)
+    f *= n / (hi - lo)
+    np.floor(f, out=f)
+    with np.errstate(invalid="ignore"):  # NaN or ±inf: some integer, clipped to a border
+        i = f.astype(np.intp)
+    i += 1
+    np.clip(i, 0, n + 1, out=i)
+    return i
 
 
 def cell_keys(x, y, bucket, limits, bins):
-    """Flat cell keys ``(bucket * bx + ix) * by + iy`` of the rows inside ``limits``.
+    """Flat keys ``(bucket * (bx + 2) + ix) * (by + 2) + iy`` of every row, in a padded grid.
 
     Parameters
     ----------
@@ -26,24 +45,19 @@ def cell_keys(x, y, bucket, limits, bins):
 
     Returns
     -------
-    keys : ndarray of intp, one per row inside the limits
-    inside : ndarray (m,) of bool (False for NaN)
+    keys : ndarray (m,) of intp
+        Cells of a ``(B, bx + 2, by + 2)`` grid: :func:`cell_index` on each
+        axis, so the ``(bx, by)`` cells inside the limits are
+        ``[:, 1:-1, 1:-1]`` and rows outside them fall in the border.
     """
     (x0, x1), (y0, y1) = limits
     bx, by = bins
-    fx = x - x0
-    fx *= bx / (x1 - x0)
-    fy = y - y0
-    fy *= by / (y1 - y0)
-    inside = (fx >= 0) & (fx < bx) & (fy >= 0) & (fy < by)
-    if not inside.all():
-        bucket, fx, fy = bucket[inside], fx[inside], fy[inside]
     keys = bucket.astype(np.intp)  # a copy: worked on in place below
-    keys *= bx
-    keys += fx.astype(np.intp)
-    keys *= by
-    keys += fy.astype(np.intp)
-    return keys, inside
+    keys *= bx + 2
+    keys += cell_index(x, x0, x1, bx)
+    keys *= by + 2
+    keys += cell_index(y, y0, y1, by)
+    return keys
 
 
 def add_keys(flat, keys, lock):
@@ -97,12 +111,14 @@ class PictureSummary:
         self.bins = {p: _finer(b, *self.finer[p]) if p in self.finer else tuple(b)
                      for p, b in dict(bins).items()}
         nb = classmap.n_buckets
-        self.grids = {p: np.zeros((nb, *self.bins[p]), dtype=np.int64) for p in self.pairs}
-        # rows outside each pair's limits, per class: a small class can lie wholly outside,
-        # which a total hides
-        self.outside_rows = {p: np.zeros(classmap.n_buckets, dtype=np.int64) for p in self.pairs}
+        # counted with a border of cells around them, where the rows outside the limits fall
+        # (:func:`cell_keys`); the grids and the margin are views of the inside
+        self._padded = {p: np.zeros((nb, self.bins[p][0] + 2, self.bins[p][1] + 2),
+                                    dtype=np.int64) for p in self.pairs}
+        self.grids = {p: g[:, 1:-1, 1:-1] for p, g in self._padded.items()}
         self.margin_bins = margin_bins
-        self.margin = np.zeros((nb, margin_bins), dtype=np.int64)
+        self._margin_padded = np.zeros((nb, margin_bins + 2), dtype=np.int64)
+        self.margin = self._margin_padded[:, 1:-1]
         self.rows = np.zeros(nb, dtype=np.int64)
         self.wrong = np.zeros(nb, dtype=np.int64)
         self.binary = binary
@@ -120,6 +136,15 @@ class PictureSummary:
         if side == 0:
             return grid.reshape(nb, bx // k, k, by).sum(axis=2)
         return grid.reshape(nb, bx, by // k, k).sum(axis=3)
+
+    @property
+    def outside_rows(self):
+        """Rows outside each pair's limits, per class: ``{pair: (B,) counts}``.
+
+        Per class, as a small class can lie wholly outside, which a total hides.
+        """
+        return {p: g.sum(axis=(1, 2)) - self.grids[p].sum(axis=(1, 2))
+                for p, g in self._padded.items()}
 
     @property
     def outside(self):
@@ -143,17 +168,13 @@ class PictureSummary:
         for pair in self.pairs:
             i, j = pair
             lim = (self.limits[i], self.limits[j])
-            keys, inside = cell_keys(z[:, i], z[:, j], bucket, lim, self.bins[pair])
-            add_keys(self.grids[pair].reshape(-1), keys, self._lock)
-            if keys.size < inside.size:
-                out = np.bincount(bucket[~inside], minlength=nb)
-                with self._lock:
-                    self.outside_rows[pair] += out
+            keys = cell_keys(z[:, i], z[:, j], bucket, lim, self.bins[pair])
+            add_keys(self._padded[pair].reshape(-1), keys, self._lock)
         lo, hi = self.limits[0]
-        f = (z0 - lo) * (self.margin_bins / (hi - lo))
-        ok = (f >= 0) & (f < self.margin_bins)
-        add_keys(self.margin.reshape(-1), bucket[ok] * self.margin_bins + f[ok].astype(np.intp),
-                 self._lock)
+        keys = bucket.astype(np.intp)
+        keys *= self.margin_bins + 2
+        keys += cell_index(z0, lo, hi, self.margin_bins)
+        add_keys(self._margin_padded.reshape(-1), keys, self._lock)
         wrong = np.zeros_like(self.wrong)
         if self.binary is not None:
             b0, b1 = self.binary
