@@ -451,6 +451,30 @@ def test_browser_lda_boundaries_are_the_ties_themselves_not_a_staircase(page_of)
     assert problems == []
 
 
+def test_browser_tie_segments_are_the_pngs_exact_polygon_edges(page_of, many_class_view):
+    # the view's K > 2 lines are the same winning-polygon edges as the PNG's (which are tested
+    # against a brute-force winner map); it searched every pair along sampled lines, O(K^3)
+    from streamproj.plot.picture import _tie_segments
+
+    page, problems = page_of(many_class_view)
+    rng = np.random.default_rng(12)
+    for k in (2, 3, 7, 40, 300):
+        A, b = rng.normal(size=(2, k)), rng.normal(size=k)
+        if k == 7:  # a class twice and parallel ties: degenerate on purpose
+            A[:, 1], A[:, 6], b[6] = 2 * A[:, 0], A[:, 2], b[2]
+        box = (-2.0, 3.0, -1.5, 1.0)
+        got = page.evaluate("([box, A, b]) => window.streamproj.tieSegments(...box, A, b)",
+                            [box, A.tolist(), b.tolist()])
+        want = _tie_segments(((box[0], box[1]), (box[2], box[3])), A, b)
+        assert len(got) == len(want), k
+        def ends(segments):  # each segment's two ends in order, the segments in order
+            return np.array(sorted(tuple(np.concatenate(sorted(map(tuple, np.asarray(s)))))
+                                   for s in segments))
+
+        np.testing.assert_allclose(ends(got), ends(want), atol=1e-9)
+    assert problems == []
+
+
 def test_browser_says_when_the_boundaries_are_a_slice(page_of, many_class_view):
     # twelve classes, two axes: the rule needs eleven directions, the plane shows a slice
     page, problems = page_of(many_class_view)

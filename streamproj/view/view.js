@@ -231,6 +231,48 @@
     pointsShown = drawnPoints.length;
   }
 
+  // Each class's region of the box [x0, x1] x [y0, y1] where its score x A[0][k] + y A[1][k]
+  // + b[k] is the highest is a convex polygon: the box cut by the most violated half-plane
+  // s_p >= s_q until none is violated at any vertex. The edges two classes share are the
+  // boundary, returned once each as [start, end]. A few cuts per class whatever K is (a
+  // pair-by-pair search along sampled lines was O(K^3)); streamproj.plot.picture does the same.
+  function tieSegments(x0, x1, y0, y1, A, bv) {
+    const K = bv.length, out = [];
+    const mx = Math.max(Math.abs(x0), Math.abs(x1)), my = Math.max(Math.abs(y0), Math.abs(y1));
+    const size = bv.map((c, k) => mx * Math.abs(A[0][k]) + my * Math.abs(A[1][k]) + Math.abs(c));
+    for (let p = 0; p < K; p++) {
+      let V = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]], by = [-1, -1, -1, -1];
+      for (let cut = 0; cut < 4 * K + 4; cut++) {
+        let worst = 0, wq = -1, wh = null;
+        for (let q = 0; q < K; q++) {
+          if (q === p) continue;
+          const nx = A[0][p] - A[0][q], ny = A[1][p] - A[1][q], c = bv[p] - bv[q];
+          const tol = 1e-12 * Math.max(size[p], size[q]);
+          const h = V.map(([x, y]) => x * nx + y * ny + c);
+          const least = Math.min(...h) + tol;
+          if (least < worst) { worst = least; wq = q; wh = h; }
+        }
+        if (wq < 0) break;
+        const W = [], wb = [];
+        for (let e = 0; e < V.length; e++) {
+          const f = (e + 1) % V.length, ha = wh[e], hc = wh[f];
+          const at = () => { const t = ha / (ha - hc); return [V[e][0] + (V[f][0] - V[e][0]) * t, V[e][1] + (V[f][1] - V[e][1]) * t]; };
+          if (ha >= 0) {
+            W.push(V[e]); wb.push(by[e]);
+            if (hc < 0) { W.push(at()); wb.push(wq); }  // leaves: the cut runs to where it comes back
+          } else if (hc >= 0) { W.push(at()); wb.push(by[e]); }  // comes back in
+        }
+        V = W; by = wb;
+        if (V.length < 3) { V = []; break; }
+      }
+      for (let e = 0; e < V.length; e++) {
+        const a = V[e], f = V[(e + 1) % V.length];
+        if (by[e] > p && (a[0] !== f[0] || a[1] !== f[1])) out.push([a, f]);
+      }
+    }
+    return out;
+  }
+
   // draws the boundary where it crosses the plot; says whether it did
   function drawBoundary(r) {
     ctx.strokeStyle = "#111"; ctx.lineWidth = 1.6;
@@ -245,32 +287,15 @@
       ctx.beginPath(); ctx.moveTo(r.l, sy); ctx.lineTo(r.l + r.w, sy); ctx.stroke();
       drawn = sy >= r.t && sy <= r.t + r.h;
     } else if (b.kind === "regions") {
-      // where the winning class of the linear rule changes: each pair's tie line, clipped
-      // to the plot, kept where no third class scores higher (straight at any zoom)
-      const K = b.b.length, N = 800;
+      // where the winning class of the linear rule changes: the edges between the classes'
+      // winning polygons in the plot (exact, straight at any zoom; as the PNG draws them)
       const [x0, y1] = toData(r.l, r.t), [x1, y0] = toData(r.l + r.w, r.t + r.h);
-      const score = (x, y, k) => x * b.A[0][k] + y * b.A[1][k] + b.b[k];
       ctx.save(); ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
       if (b.exact === false) { ctx.setLineDash([4, 2]); ctx.lineWidth = 1.2; }  // a slice
       ctx.beginPath();
-      for (let p = 0; p < K; p++) for (let q = p + 1; q < K; q++) {
-        const nx = b.A[0][p] - b.A[0][q], ny = b.A[1][p] - b.A[1][q], c = b.b[p] - b.b[q];
-        const ends = [];
-        if (Math.abs(ny) > 0) for (const x of [x0, x1]) { const y = -(c + nx * x) / ny; if (y >= y0 && y <= y1) ends.push([x, y]); }
-        if (Math.abs(nx) > 0) for (const y of [y0, y1]) { const x = -(c + ny * y) / nx; if (x >= x0 && x <= x1) ends.push([x, y]); }
-        if (ends.length < 2) continue;
-        let a = ends[0], e = ends[1], far = 0;
-        for (const u of ends) for (const v of ends) { const d = Math.hypot(u[0] - v[0], u[1] - v[1]); if (d > far) { far = d; a = u; e = v; } }
-        let open = false;
-        for (let t = 0; t <= N; t++) {
-          const x = a[0] + (e[0] - a[0]) * t / N, y = a[1] + (e[1] - a[1]) * t / N;
-          const tie = score(x, y, p);
-          let lead = true;
-          for (let k = 0; k < K && lead; k++) if (k !== p && k !== q && score(x, y, k) > tie) lead = false;
-          const [sx, sy] = toScreen(x, y);
-          if (lead) { if (open) { ctx.lineTo(sx, sy); drawn = true; } else ctx.moveTo(sx, sy); }
-          open = lead;
-        }
+      for (const [a, e] of tieSegments(x0, x1, y0, y1, b.A, b.b)) {
+        const [ax, ay] = toScreen(a[0], a[1]), [ex, ey] = toScreen(e[0], e[1]);
+        ctx.moveTo(ax, ay); ctx.lineTo(ex, ey); drawn = true;
       }
       ctx.stroke(); ctx.restore();
     }
@@ -508,6 +533,7 @@
     };
     setup(); resize(); resetView(); render();
     api.boundary = M.boundary;
+    api.tieSegments = tieSegments;
     api.ready = true;
   }
 
