@@ -128,7 +128,8 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         finest, coarsest, widen = finest_within(limits, classmap.n_buckets, MAX_COUNTS, edges,
                                                 _coarsest)
     pyramid = Pyramid(classmap, limits, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
-                      per_tile=per_tile, n_rows=blocks.n, edges=edges, widen=widen)
+                      per_tile=per_tile, n_rows=blocks.n, edges=edges, widen=widen,
+                      window=first_view)
     stream(blocks, pyramid.add, ["z", "label"])
     names = source.axis_names
     boundary: dict[str, object] = {"kind": "none"}

@@ -154,13 +154,16 @@ class Pyramid:
     coarsest : int
         Cells along the longer side at the coarsest level.
     tiles, per_tile : int
-        The sample's tiling of the extent and rows kept per tile.
+        The sample's tiling of ``window`` and rows kept per tile.
+    window : ndarray (2, 2), optional
+        Where the sample's tiles lie (default the extent): rows beyond it
+        join the tiles at its edges.
     n_rows : int
         Total rows (chooses the count dtype).
     """
 
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
-                 per_tile=48, n_rows=0, edges=(None, None), widen="double"):
+                 per_tile=48, n_rows=0, edges=(None, None), widen="double", window=None):
         self.classmap, self.axes = classmap, tuple(axes)
         lower, shape, cell = grid(extent, finest, coarsest, edges, widen)
         self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
@@ -174,7 +177,18 @@ class Pyramid:
         self.outside_by_bucket = np.zeros(classmap.n_buckets, dtype=np.int64)
         self.non_finite = 0
         self.tiles, self.per_tile = tiles, per_tile
-        self._shift = (int(np.log2(shape[0])), int(np.log2(shape[1])))  # cells are 2^k a side
+        # the sample's tiles cover ``window`` (where the data are: the extent is wider, for
+        # zooming out, and tiles over it were mostly empty): per axis its first cell and
+        # ``tiles / cells`` in 32-bit fixed point (a tile is (ix - first) * scale >> 32);
+        # rows beyond it join the edge tiles
+        window = self.extent if window is None else np.asarray(window, dtype=np.float64)
+        self._window = []
+        for a in range(2):
+            first = int(np.clip(np.floor((window[a, 0] - self.extent[a, 0]) / cell), 0,
+                                shape[a] - 1))
+            last = int(np.clip(np.ceil((window[a, 1] - self.extent[a, 0]) / cell), first + 1,
+                               shape[a]))
+            self._window.append((first, (tiles << 32) // (last - first)))
         self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)
         self._kept = {k: np.empty(0, t) for k, t in _FIELDS.items()}
         # candidates waiting to be ranked, merged in batches (see _merge_at), so each
@@ -206,11 +220,16 @@ class Pyramid:
             inside = np.flatnonzero((fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy))
             ix, iy = fx[inside].astype(np.intp), fy[inside].astype(np.intp)
         t = self.tiles
-        tile = ix * t
-        tile >>= self._shift[0]
+        (fx0, sx), (fy0, sy) = self._window
+        tile = ix - fx0
+        tile *= sx
+        tile >>= 32
+        np.clip(tile, 0, t - 1, out=tile)
         tile *= t
-        ty = iy * t
-        ty >>= self._shift[1]
+        ty = iy - fy0
+        ty *= sy
+        ty >>= 32
+        np.clip(ty, 0, t - 1, out=ty)
         tile += ty
         return inside, ix, iy, tile
 

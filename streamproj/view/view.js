@@ -453,7 +453,8 @@
     const P = M.points, drawable = M.n - M.outside;
     const what = `Dots (once the finest cells are ${POINTS_FROM} px; row index on hover) are a sample`;
     if (P.count >= drawable) return what + ` that holds every row. `;
-    return what + `: at most ${P.per_tile} rows in each of ${P.tiles} x ${P.tiles} tiles ` +
+    return what + `: at most ${P.per_tile} rows in each of ${P.tiles} x ${P.tiles} tiles over the first view ` +
+      `(rows beyond it share its edge tiles) ` +
       `(${P.count.toLocaleString()} of ${drawable.toLocaleString()} rows), classes as mixed in the tile. ` +
       `Dense areas are thinned and sparse ones kept whole, so the dots are not proportional to the rows ` +
       `or to class sizes; the cells are. `;
