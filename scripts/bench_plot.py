@@ -13,6 +13,8 @@ peer, datashader's categorical count of the same rows from a dask DataFrame
 (when datashader is installed); then the peak RSS of the PNG and of the view in fresh processes at two sizes.
 
     python scripts/bench_plot.py [--rows 10000000] [--repeats 5] [--dir /tmp/bench-plot]
+
+Last, the time to find the K-class boundaries of one panel at K = 10, 100 and 1,000.
 """
 
 import argparse
@@ -180,7 +182,25 @@ def main(argv=None):
         line("peer: datashader count_cat over dask (PNG)", "datashader", "read view")
     print(f"  HTML file {size / 2**20:.1f} MiB")
     print("  peak RSS (fresh process): " + ", ".join(f"{k} rows {v:.0f} MiB" for k, v in rss.items()))
+    print("  K-class boundaries in one panel (winning polygons), median of 5: " + ", ".join(
+        f"K = {k:,} {boundaries(k) * 1e3:.0f} ms" for k in (10, 100, 1_000)))
     return 0
+
+
+def boundaries(k, repeats=5):
+    """Median seconds to find the tie segments of ``k`` random linear scores in one panel."""
+    import numpy as np
+
+    from streamproj.plot.picture import _tie_segments
+
+    rng = np.random.default_rng(k)
+    A, b = rng.normal(size=(2, k)), rng.normal(size=k)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        _tie_segments(((-3.0, 3.0), (-2.0, 2.0)), A, b)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 if __name__ == "__main__":
