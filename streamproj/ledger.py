@@ -3,7 +3,8 @@
 One job: decide, for an opened :class:`~streamproj.sources.Source` and a
 ledger (the list of entries a model's ``model.json`` or an output's attributes
 keep), whether the source is new, was taken in full before (skip), grew since
-(take only its new rows) or changed (refuse) — and keep the entries.
+(take only its new rows) or changed (refuse) — and keep the entries, and
+say which of them a moved folder or bucket prefix holds (:func:`relocated`).
 
 An entry is JSON::
 
@@ -43,7 +44,9 @@ __all__ = [
     "new_id",
     "overlapping",
     "parse_age",
+    "prefixes",
     "record",
+    "relocated",
     "same_rows",
     "same_source",
     "stamp",
@@ -304,6 +307,41 @@ def matching(ledger, pattern):
         pattern, inner = str(pattern)[:cut], str(pattern)[cut:]
     target = store.normalise(pattern) + inner
     return [e for e in ledger if e.get("url") == target or fnmatch.fnmatchcase(str(e.get("url")), target)]
+
+
+def relocated(entry, old, new):
+    """The URL of a ledger entry's source moved from under ``old`` to under ``new``; None if not under ``old``.
+
+    ``old`` and ``new`` are normalised locations (:func:`streamproj.store.normalise`).
+    A prefix matches whole path components of the entry's file or folder
+    (:func:`location`): ``/data/ev`` is no prefix of ``/data/events``. An HDF5
+    dataset path after the file (``:/group/X``) is kept.
+
+    >>> relocated({"url": "/data/events/d1.zarr"}, "/data/events", "s3://b/ev")
+    's3://b/ev/d1.zarr'
+    >>> relocated({"url": "/data/events/d1.zarr"}, "/data/ev", "/x") is None
+    True
+    >>> relocated({"url": "/d/f.h5:/g/X", "kind": "hdf5"}, "/d/f.h5", "/e/f.h5")
+    '/e/f.h5:/g/X'
+    """
+    url, where, stem = str(entry.get("url")), location(entry), str(old).rstrip("/")
+    if where != old and not where.startswith(stem + "/"):
+        return None
+    return str(new).rstrip("/") + url[len(stem):]
+
+
+def prefixes(entries, n=5):
+    """The folders (or buckets) holding the sources of ``entries``, the first ``n``, for messages.
+
+    >>> prefixes([{"url": "/d/a.zarr"}, {"url": "/d/b.zarr"}, {"url": "s3://b/x/c.parquet"}])
+    ['/d', 's3://b/x']
+    """
+    out: list[str] = []
+    for entry in entries:
+        folder = posixpath.dirname(location(entry).rstrip("/"))
+        if folder and folder not in out:
+            out.append(folder)
+    return out[:n]
 
 
 def parse_age(text, where="max_age"):
