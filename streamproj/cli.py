@@ -176,6 +176,21 @@ def build_parser():
     _common(p, compute=False)
     p.set_defaults(func=_merge)
 
+    p = sub.add_parser("relocate", help="tell MODEL (and OUT) that its sources under OLD moved to NEW")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("old", metavar="OLD", help="where the sources were: a folder or URL prefix "
+                                              "(whole folder names match)")
+    p.add_argument("new", metavar="NEW", help="where they are now; each must hold the rows "
+                                              "the ledger records")
+    p.add_argument("--output", action="append", default=[], metavar="OUT",
+                   help="relocate this output's ledger too, in the same command (repeatable)")
+    p.add_argument("--verify", action="store_true",
+                   help="re-read every row range MODEL merged at its new place (slow)")
+    p.add_argument("--allow-missing-chunks", action="store_true",
+                   help="read a missing chunk file at the new place as the fill value")
+    _common(p, compute=False)
+    p.set_defaults(func=_relocate)
+
     p = sub.add_parser("run", help="run a job from a TOML config: fit or update, then project")
     p.add_argument("config", metavar="CONFIG.toml")
     p.add_argument("--alert-above", type=_degrees, metavar="DEG",
@@ -322,6 +337,28 @@ def _merge(args):
     text = (f"merged {len(report['models'])} model(s) into {report['model']} ({report['version']}): "
             f"+{report['rows_added']:,} rows, {report['n_samples']:,} in all")
     _emit(args, report, text)
+
+
+def _describe_relocate(report):
+    def counted(moves):
+        grown = sum(1 for m in moves if m["rows_new"])
+        text = f"{len(moves)} source{'s' if len(moves) != 1 else ''}"
+        return text + (f" ({grown} with new rows, for the next update)" if grown else "")
+
+    model = (f"{report['model']} ({report['version']}): {counted(report['sources'])}"
+             if report["model_status"] == "relocated" else f"{report['model']}: unchanged")
+    if report["evicted"]:
+        model += f", {len(report['evicted'])} dropped before"
+    parts = [f"relocated {report['from']} to {report['to']} in {model}"]
+    parts += [f"{o['output']}: {counted(o['sources']) if o['sources'] else 'unchanged'}"
+              for o in report["outputs"]]
+    return "; ".join(parts)
+
+
+def _relocate(args):
+    report = jobs.relocate_sources(args.model, args.old, args.new, args.output, verify=args.verify,
+                                   allow_missing_chunks=args.allow_missing_chunks)
+    _emit(args, report, _describe_relocate(report))
 
 
 # Exit status of a job whose boundary moved more than its alert threshold.

@@ -1,4 +1,4 @@
-"""Whole jobs on stored data: fit, update, forget, merge, project, run.
+"""Whole jobs on stored data: fit, update, forget, merge, relocate, project, run.
 
 Each job glues the pure pieces together — :mod:`streamproj.sources` to open
 inputs, :mod:`streamproj.ledger` to know which rows are new,
@@ -65,6 +65,7 @@ __all__ = [
     "project",
     "project_model",
     "projection_arrays",
+    "relocate_sources",
     "run_job",
     "update_model",
 ]
@@ -320,22 +321,25 @@ def _entry_of(src):
     return {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(), "head": src.head()}
 
 
-def _moved_fix(what):
+def _moved_fix(relocate, what):
     # sources are kept by path (symbolic links resolved), so a move cannot be told from a copy
-    return f"leave the copy out; if the data moved, {what} with --overwrite"
+    return (f"leave the copy out; if the data moved, tell it so with 'streamproj {relocate}' "
+            f"(or {what} with --overwrite)")
 
 
 def _refuse_new_copies(plan, model_path):
     """:func:`_refuse_copies` for the sources an update adds to the model (``plan``: its plan)."""
     _refuse_copies([src for src, entry, _ in plan["work"] if entry is None], f"model {model_path}",
-                   plan["entries"], plan["evicted"], _moved_fix("refit the model"),
-                   "leave it out: its rows were dropped from the model")
+                   plan["entries"], plan["evicted"],
+                   _moved_fix(f"relocate {model_path} OLD NEW", "refit the model"),
+                   "leave it out: its rows were dropped from the model (if the data moved, "
+                   f"tell it so with 'streamproj relocate {model_path} OLD NEW')")
 
 
 def _refuse_appended_copies(held, parts, out):
     """:func:`_refuse_copies` for the sources an append adds to OUT (``held``: OUT's ledger)."""
     _refuse_copies([src for src, _, entry in parts if entry is None], f"output {out}", held,
-                   fix=_moved_fix(f"rewrite {out}"))
+                   fix=_moved_fix(f"relocate MODEL OLD NEW --output {out}", f"rewrite {out}"))
 
 
 def _model_columns(meta):
@@ -1061,6 +1065,267 @@ def merge_models(model_path, others):
             "models": reports, "rows_added": int(sum(r["rows_merged"] for r in reports)),
             "n_samples": new.stats_.n_samples, **drift, "drift_deg": _boundary_drift(drift),
             "timings": clock.report(), "versions": _versions(version)}
+
+
+# --------------------------------------------------------------- relocate
+def relocate_sources(model_path, old, new, outputs=(), verify=False, allow_missing_chunks=False):
+    """Tell a model, and outputs, that the sources under ``old`` now lie under ``new``; returns a report.
+
+    Sources are kept by location, so a moved source is otherwise a copy of rows
+    held (refused by ``update``, ``project`` and ``run``). Each ledger entry
+    under ``old`` is opened at its new place, which must hold its rows: at
+    least as many, with the entry's fingerprint (first and last rows, shapes,
+    dtypes) and, for a Parquet folder, no file of as many rows with other
+    footer statistics, as :func:`ledger.held_rows` checks a held source.
+    ``verify`` also re-reads every row range the model merged, as ``update
+    --verify`` does. The entry keeps its id, times, batches and summary, and
+    takes the new place's URL and file listing, so the next update skips it
+    without reading it (and merges only rows it gained since).
+
+    Every check is made, for the model and each output, before anything is
+    written; then the model gets a new version whose summaries, solution and
+    model id are the old ones bit for bit (its history says what moved where,
+    and when), and each output's attributes are swapped in as an append swaps
+    them (store.output_group). A ledger holding nothing under ``old`` is left
+    as it was (a rerun after a relocation cut short between the model and an
+    output finishes the output); none holding anything there is refused.
+
+    Parameters
+    ----------
+    model_path : str or path-like
+    old, new : str or path-like
+        Location prefixes: local paths (relative to the working folder, with
+        symbolic links resolved as the ledger records them) or URLs. Only
+        whole path components match.
+    outputs : str or sequence of str, optional
+        Outputs whose ledgers to relocate in the same job.
+    verify : bool, default False
+    allow_missing_chunks : bool, default False
+        Open Zarr stores at the new place with missing chunk files read as the
+        fill value (as they were merged with ``--allow-missing-chunks``).
+
+    Returns
+    -------
+    dict
+        ``sources`` (each moved entry of the model: ``from``, ``url``,
+        ``rows``, ``rows_new``), ``evicted`` (dropped sources renamed),
+        ``outputs`` (the same per output) and the model's ``version``.
+
+    Raises
+    ------
+    InputError
+        Nothing lies under ``old``, a source cannot be read at its new place,
+        or its new place is another source's.
+    SourceChangedError
+        A source at its new place does not hold the rows its entry records.
+    """
+    clock = _Clock()
+    outputs = _specs(outputs) if outputs else []
+    new_url = store.normalise(new)
+    store.check_disjoint(("model", model_path), *[("output", o) for o in outputs])
+    with store.model_lock(model_path):
+        record, summaries = _read(model_path)
+        meta = record.meta
+        states = [(out, _relocatable_output(out)) for out in outputs]
+        evicted = list(meta.get("evicted_sources") or [])
+        old_url = _old_prefix(old, model_path, [record.sources, evicted],
+                              [(out, state["attrs"]["sources"]) for out, state in states])
+        if old_url == new_url:
+            msg = f"{old} and {new} are one location ({new_url}): nothing to relocate"
+            raise InputError(msg)
+        opened: dict = {}
+        with clock("check"):
+            entries, moves = _relocate_ledger(record.sources, old_url, new_url,
+                                              f"model {model_path}", opened, allow_missing_chunks,
+                                              "refit the model from its sources")
+            if verify:
+                model = BoundaryProjector.from_state(record)
+                known = [[_batch_kernel(b, src) for b in entry.get("batches", [])]
+                         for entry, _, src in moves]
+                for (entry, _, src), kernels in zip(moves, known, strict=True):
+                    with _relocating(entry, src):
+                        _verify_rows(model, src, entry, kernels, False)
+            renamed = [(e, ledger.relocated(e, old_url, new_url)) for e in evicted]
+            gone = [{**e, "url": url} if url else e for e, url in renamed]
+            plans = [(out, state, *_relocate_ledger(state["attrs"]["sources"], old_url, new_url,
+                                                    f"output {out}", opened, allow_missing_chunks,
+                                                    f"rewrite {out} with --overwrite"))
+                     for out, state in states]
+        for _, moved, _ in [*moves, *[m for *_, out_moves in plans for m in out_moves]]:
+            # as update checks its inputs: a source's new place must not be the model or an output
+            store.check_disjoint(("input", ledger.location(moved)), ("model", model_path),
+                                 *[("output", o) for o in outputs])
+        now = store.timestamp()
+        version = meta["version"]
+        with clock("write"):
+            if moves or any(url for _, url in renamed):
+                history = [*record.history, {
+                    "event": "relocate", "time": now, "from": old_url, "to": new_url,
+                    "sources": [{"from": e["url"], "to": m["url"]} for e, m, _ in moves],
+                    "evicted": [{"from": e["url"], "to": url} for e, url in renamed if url]}]
+                fields = {k: v for k, v in meta.items() if k != "version"}  # the store's to set
+                # the same summaries, solution and model id: only the ledger and history change
+                same = ModelRecord({**fields, "sources": entries, "history": history,
+                                    **({"evicted_sources": gone} if gone else {})},
+                                   record.stats, record.solution)
+                version = store.write_record(model_path, same, base=record.version,
+                                             summaries=summaries)
+            for out, state, out_entries, out_moves in plans:
+                if out_moves:
+                    _relocate_output(out, state["attrs"], out_entries, out_moves, old_url,
+                                     new_url, now)
+    return {"command": "relocate", "status": "relocated", "model": str(model_path),
+            "model_status": "relocated" if version != meta["version"] else "unchanged",
+            "version": version, "from": old_url, "to": new_url,
+            "sources": _moved_report(moves),
+            "evicted": [{"from": e["url"], "url": url} for e, url in renamed if url],
+            "outputs": [{"output": str(out), "status": "relocated" if m else "unchanged",
+                         "sources": _moved_report(m)} for out, _, _, m in plans],
+            "timings": clock.report(), "versions": _versions(version)}
+
+
+def _moved_report(moves):
+    return [{"from": e["url"], "url": m["url"], "rows": int(e["rows"]),
+             "rows_new": src.n_rows - int(e["rows"])} for e, m, src in moves]
+
+
+def _relocatable_output(out):
+    """The state of an output whose ledger ``relocate`` may rewrite (refused: none, or no ledger)."""
+    # what a killed writer left is repaired first (an output between the two renames of a
+    # swap is put back), as the model's lock does for the model: also when nothing is moved
+    store.tidy_output(out)
+    state = _output_state(out)
+    if state is None:
+        msg = f"no output at {out}; name an existing output with --output, or leave it out"
+        raise InputError(msg)
+    if state["attrs"].get("sources") is None:
+        msg = (f"output {out} records no sources (written from rows in memory, or by streamproj "
+               "0.1): there is nothing of it to relocate; leave --output out")
+        raise InputError(msg)
+    return state
+
+
+def _old_prefix(old, model_path, model_ledgers, out_ledgers):
+    """``old`` normalised as the ledgers record locations; refused when no entry lies under it.
+
+    A local ``old`` is tried with its symbolic links resolved (as sources are
+    recorded), then as written, made absolute: a folder moved and replaced by
+    a link to its new place resolves to the new place now.
+    """
+    text = str(old)
+    spelled = [store.normalise(text)]
+    if store.is_local(text):
+        plain = text[len("file://"):] if text.startswith("file://") else text
+        spelled.append(os.path.abspath(os.path.expanduser(plain)))
+    every = [e for held in [*model_ledgers, *(h for _, h in out_ledgers)] for e in held]
+    for prefix in spelled:
+        if any(ledger.relocated(e, prefix, prefix) is not None for e in every):
+            return prefix
+    holders = " and ".join([f"model {model_path}", *[f"output {o}" for o, _ in out_ledgers]])
+    held, every_folder = ledger.prefixes(every), ledger.prefixes(every, n=len(every))
+    where = ", ".join(held) + (f" and {len(every_folder) - len(held)} more"
+                               if len(every_folder) > len(held) else "")
+    msg = (f"{holders} {'hold' if out_ledgers else 'holds'} no source under {spelled[0]} "
+           f"(a prefix matches whole folder names): the sources lie under "
+           f"{where or 'no folder'}; give OLD as the ledger names them (streamproj info "
+           f"{model_path})")
+    raise InputError(msg)
+
+
+@contextlib.contextmanager
+def _relocating(entry, src):
+    """A refusal of a source's new place becomes one line saying what was not relocated."""
+    try:
+        yield
+    except SourceChangedError as exc:
+        msg = f"cannot relocate {entry['url']} to {src.url}: {exc}"
+        raise SourceChangedError(msg) from None
+
+
+def _relocate_ledger(entries, old, new, holder, opened, allow_missing_chunks, redo):
+    """``(entries, moves)``: a ledger with its sources under ``old`` moved under ``new``, checked.
+
+    ``moves`` are ``(entry, moved entry, source at the new place)``;
+    ``opened`` caches the sources opened (the model's and an output's ledgers
+    name the same ones: each is listed and fingerprinted once); ``redo`` is
+    what to do when the rows differ (for messages).
+    """
+    out, moves = [], []
+    fix = f"these are not the rows {holder} took: give NEW where they moved unchanged, or {redo}"
+    for entry in entries:
+        target = ledger.relocated(entry, old, new)
+        if target is None:
+            out.append(entry)
+            continue
+        rows = int(entry["rows"])
+        if ledger.fingerprint_of(entry) is None:
+            msg = (f"cannot relocate {entry['url']}: {holder} records no fingerprint of its "
+                   f"{rows} rows (taken from rows in memory), so they cannot be checked at "
+                   f"{target}; {redo}")
+            raise InputError(msg)
+        src = _open_relocated(entry, target, holder, opened, allow_missing_chunks)
+        if ledger.key_of({**entry, "url": src.url}) != ledger.key_of(src.key()):
+            def read(key):
+                return f"{key.get('kind', 'zarr')} X={key.get('x')!r}, labels={key.get('y')!r}"
+
+            msg = (f"cannot relocate {entry['url']} to {target}: it reads there as "
+                   f"{read(src.key())}, but {holder} took it as {read(entry)}; give NEW where "
+                   f"it moved unchanged, or {redo}")
+            raise SourceChangedError(msg)
+        with _relocating(entry, src):
+            # (its listing is no evidence: every name in it changed; its rows decide)
+            ledger.held_rows({**entry, "stamp": None}, src, holder, fix)
+        moved = {k: v for k, v in entry.items() if k not in ("files", "file_stats")}
+        # the listing taken before the rows were read, and only of a source taken in full: one
+        # that grew since has its new rows found, and read, by the next update or append
+        full = src.n_rows == rows
+        moved.update({**src.key(), "stamp": ledger.stamp(src) if full else None,
+                      **(ledger.file_fields(src) if full else _held_file_fields(entry))})
+        out.append(moved)
+        moves.append((entry, moved, src))
+    for _, moved, _ in moves:  # a new place that is (or overlaps) another source's
+        others = [e for e in out if e is not moved]
+        clash = ledger.find(others, moved) or ledger.overlapping(others, moved)
+        if clash is not None:
+            msg = (f"cannot relocate to {moved['url']}: {holder} holds {clash['url']}, which "
+                   "is or overlaps it, as a source of its own; relocate a narrower OLD, or "
+                   "forget one of them first")
+            raise InputError(msg)
+    return out, moves
+
+
+def _held_file_fields(entry):
+    """A ledger entry's own Parquet ``files`` and ``file_stats`` (those of the rows it holds)."""
+    return {k: entry[k] for k in ("files", "file_stats") if k in entry}
+
+
+def _open_relocated(entry, target, holder, opened, allow_missing_chunks):
+    """The source of a ledger ``entry`` opened at ``target`` as it was taken (labels optional)."""
+    options = sources.recorded_options(entry, target)
+    cache = (target, repr(sorted(options.items())))
+    if cache not in opened:
+        try:
+            (src,) = open_inputs([target], **options, require_y=False,
+                                 allow_missing_chunks=allow_missing_chunks)
+        except ValueError as exc:  # (StreamprojError is one)
+            msg = (f"cannot relocate {entry['url']} ({holder} holds {entry['rows']} rows of it) "
+                   f"to {target}: it cannot be read there ({' '.join(str(exc).split())}); move "
+                   "it there first, or give NEW where it went")
+            raise InputError(msg) from None
+        ledger.stamp(src)  # the listing before any row is read (see ledger.record)
+        opened[cache] = src
+    return opened[cache]
+
+
+def _relocate_output(out, attrs, entries, moves, old, new, now):
+    """Swap in OUT with its ledger moved: a copy of it (hard links) with new attributes, as an append."""
+    new_attrs = {**attrs, "sources": entries, "write_id": uuid.uuid4().hex,
+                 "history": [*attrs.get("history", []),
+                             {"time": now, "action": "relocated", "rows": 0, "from": old,
+                              "to": new, "sources": [m["url"] for _, m, _ in moves]}]}
+    with store.output_group(out, append=True, expect=attrs.get("write_id"),
+                            attrs={"streamproj": new_attrs}):
+        pass  # no rows: the attributes are the change, written last with the swap
 
 
 # ---------------------------------------------------------------- project

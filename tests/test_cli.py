@@ -332,6 +332,7 @@ def test_run_progress_follows_the_flag_then_the_config(batches, capsys):
 
 
 @pytest.mark.parametrize("argv", [["update", "{t}/m", "{t}/nothere.zarr"],
+                                  ["relocate", "{t}/m", "{t}/a", "{t}/b"],
                                   ["info", "{t}/nothere"],
                                   ["plot", "{t}/o.zarr", "--output", "{t}/x.txt"]])
 def test_json_errors_are_one_object_on_stdout_and_one_line_on_stderr(tmp_path, capsys, argv):
@@ -346,6 +347,34 @@ def test_json_errors_are_one_object_on_stdout_and_one_line_on_stderr(tmp_path, c
     assert rep["command"] == argv[0]
     assert rep["exit_code"] == 2
     assert rep["error"] == err[0].removeprefix("streamproj: error: ")
+
+
+def test_relocate_says_what_moved_in_one_line(batches, capsys):
+    d, X, y, parts = batches
+    (d / "in").mkdir()
+    for name in "AB":
+        (d / f"{name}.zarr").rename(d / "in" / f"{name}.zarr")
+    assert run("fit", d / "in" / "A.zarr", d / "in" / "B.zarr", "--model", d / "m") == 0
+    assert run("project", d / "m", d / "in" / "A.zarr", "--output", d / "o.zarr") == 0
+    (d / "in").rename(d / "out")
+    # grown since it moved: its new rows are left to the next update
+    g = zarr.open_group(str(d / "out" / "B.zarr"), mode="a")
+    g["X"].resize((500, 5))
+    g["y"].resize((500,))
+    g["X"][400:], g["y"][400:] = X[parts["C"]][:100], y[parts["C"]][:100]
+    capsys.readouterr()
+    assert run("relocate", d / "m", d / "in", d / "out", "--output", d / "o.zarr") == 0
+    said = capsys.readouterr().out.strip()
+    assert said == (f"relocated {(d / 'in').resolve()} to {(d / 'out').resolve()} in {d / 'm'} "
+                    f"(v000002): 2 sources (1 with new rows, for the next update); {d / 'o.zarr'}: "
+                    "1 source")
+    assert run("update", d / "m", d / "out" / "A.zarr", d / "out" / "B.zarr") == 0
+    assert "+100 rows" in capsys.readouterr().out
+    model_equals_fit(d / "m", np.vstack([X[:1000], X[parts["C"]][:100]]),
+                     np.concatenate([y[:1000], y[parts["C"]][:100]]))
+    # usage: OLD and NEW are both needed
+    assert run("relocate", d / "m", d / "out") == 2
+    assert "the following arguments are required: NEW" in one_error_line(capsys)
 
 
 def test_an_append_of_labelled_rows_onto_an_output_without_labels_says_so(tmp_path, capsys):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import make_classes, write_days, write_zarr
+from conftest import make_classes, one_error_line, write_days, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, ledger, store
@@ -845,3 +845,305 @@ def test_a_store_resized_under_the_same_listing_is_opened_not_skipped(tmp_path, 
     else:
         with pytest.raises(SourceChangedError, match="rows were removed"):
             jobs.update_model(tmp_path / "m", str(tmp_path / "day-*.zarr"))
+
+
+# ------------------------------------------------------------------- relocate
+def _tree(path):
+    """Digest of every file under ``path`` (names and bytes): "nothing written" when equal."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, path).encode())
+            with open(full, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def _nightly(d, data):
+    """A nightly job over ``data/day-*.zarr`` (relative to ``d``): model ``m``, output ``o.zarr``."""
+    path = d / "job.toml"
+    path.write_text(f'[input]\npaths = ["{data}/day-*.zarr"]\n[model]\npath = "m"\n'
+                    '[output]\npath = "o.zarr"\nmode = "auto"\nreproject_above_degrees = 90.0\n')
+    return path
+
+
+def _opened(monkeypatch):
+    """The inputs a job opens, and the Zarr stores whose rows (X, 5 features) it reads."""
+    opened, read = [], set()
+    real_open = jobs.open_source
+    monkeypatch.setattr(jobs, "open_source",
+                        lambda url, *a, **k: opened.append(url) or real_open(url, *a, **k))
+    original = zarr.Array.__getitem__
+
+    def counting(self, selection):
+        rows = selection[0] if isinstance(selection, tuple) else selection
+        if self.ndim == 2 and self.shape[1] == 5 and not (
+                isinstance(rows, slice) and rows.start == rows.stop):  # (dask's meta probes)
+            read.add(str(self.store_path).split(".zarr")[0] + ".zarr")
+        return original(self, selection)
+
+    monkeypatch.setattr(zarr.Array, "__getitem__", counting)
+    return opened, read
+
+
+def test_a_moved_folder_of_zarr_stores_is_relocated_and_the_nightly_run_skips_it(days, monkeypatch,
+                                                                                capsys):
+    d, X, y = days
+    (d / "data").mkdir()
+    for i in range(5):
+        (d / f"day-{i}.zarr").rename(d / "data" / f"day-{i}.zarr")
+    (d / "later").mkdir()
+    (d / "data" / "day-3.zarr").rename(d / "later" / "day-3.zarr")
+    (d / "data" / "day-4.zarr").rename(d / "later" / "day-4.zarr")
+    assert main(["run", str(_nightly(d, "data"))]) == 0
+    jobs.forget_sources(d / "m", d / "data" / "day-0.zarr")  # dropped: must stay out when moved
+    old = sp.load(d / "m")
+    old_stats, old_solution = store.read_record(d / "m").stats, store.read_record(d / "m").solution
+    summaries = _summary_files(d / "m")[old.meta_["version"]]
+    (d / "data").rename(d / "archive")  # mv /data/events /archive/events
+    job = _nightly(d, "archive")
+    capsys.readouterr()
+    assert main(["run", str(job)]) == 2  # refused as copies, and the message says what to do
+    err = one_error_line(capsys)
+    assert re.search(r"archive/day-0\.zarr has the same 300 rows .* which model .* dropped before "
+                     r".* leave it out: .* \(if the data moved, tell it so with 'streamproj "
+                     r"relocate .*m OLD NEW'\)$", err), err
+    with pytest.raises(SourceChangedError, match=r"archive/day-1\.zarr has the same 300 rows .* "
+                                                 r"which model .* holds \(moved or copied\?\): .* "
+                                                 r"tell it so with 'streamproj relocate .*m OLD NEW' "
+                                                 r"\(or refit the model with --overwrite\)$"):
+        jobs.update_model(d / "m", d / "archive" / "day-1.zarr")
+    # relocated from the folder as typed (relative, with a trailing slash), model and output
+    monkeypatch.chdir(d)
+    reads = _count_summary_reads(monkeypatch)
+    assert main(["relocate", "m", "data/", "archive", "--output", "o.zarr", "--json"]) == 0
+    assert reads == []  # no summary read, none written: each is linked into the new version
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["from"] == str(d.resolve() / "data")
+    assert rep["to"] == str(d.resolve() / "archive")
+    assert [(s["from"], s["url"], s["rows"], s["rows_new"]) for s in rep["sources"]] == [
+        (str(d.resolve() / "data" / f"day-{i}.zarr"), str(d.resolve() / "archive" / f"day-{i}.zarr"),
+         300, 0) for i in (1, 2)]
+    assert [e["url"] for e in rep["evicted"]] == [str(d.resolve() / "archive" / "day-0.zarr")]
+    assert rep["outputs"][0]["status"] == "relocated"
+    assert len(rep["outputs"][0]["sources"]) == 3  # the output still holds day-0's rows
+    # the model's numbers are the same, bit for bit: summaries, solution, model id
+    new = sp.load(d / "m")
+    assert new.meta_["version"] != old.meta_["version"]
+    assert new.model_id_ == old.model_id_
+    record = store.read_record(d / "m")
+    for (k, a), (k2, b) in zip(sorted(old_stats.to_arrays().items()),
+                               sorted(record.stats.to_arrays().items()), strict=True):
+        assert k == k2
+        assert np.array_equal(a, b), k
+    for k in old_solution:
+        assert np.array_equal(old_solution[k], record.solution[k]), k
+    for name, st in summaries.items():  # the very same files (hard links)
+        assert _summary_files(d / "m")[new.meta_["version"]][name].st_ino == st.st_ino
+    event = record.history[-1]
+    assert (event["event"], event["from"], event["to"]) == ("relocate", rep["from"], rep["to"])
+    assert event["time"]
+    held = {e["url"]: e for e in record.sources}
+    assert sorted(held) == [str(d.resolve() / "archive" / f"day-{i}.zarr") for i in (1, 2)]
+    assert all(e["added"] and e["batches"] and e["id"] for e in held.values())
+    # the next night: the moved stores are not even opened, one new day is merged and appended
+    (d / "later" / "day-3.zarr").rename(d / "archive" / "day-3.zarr")
+    opened, read = _opened(monkeypatch)
+    assert main(["run", str(job), "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    # (day-0, which the model dropped, is opened as ever: only one held by both is left shut)
+    assert opened == [str(d.resolve() / "archive" / f"day-{i}.zarr") for i in (0, 3)]
+    assert read == {"file://" + str(d.resolve() / "archive" / "day-3.zarr")}
+    assert [r["status"] for r in steps[0]["sources"]] == ["evicted before", "skipped", "skipped",
+                                                          "merged"]
+    assert [r["rows_written"] for r in steps[1]["sources"]] == [0, 0, 0, 300]
+    assert steps[1]["one_read"] is True
+    assert_fit_on(d / "m", X[rows(1, 2, 3)], y[rows(1, 2, 3)])
+    assert store.open_output(d / "o.zarr")["projection"].shape[0] == 1200
+    # update by the new glob: unchanged; forget by the new URL works
+    assert jobs.update_model(d / "m", "archive/day-*.zarr")["status"] == "unchanged"
+    jobs.forget_sources(d / "m", "archive/day-1.zarr")
+    assert_fit_on(d / "m", X[rows(2, 3)], y[rows(2, 3)])
+
+
+def test_a_moved_parquet_folder_is_relocated_and_skipped_without_reading_its_rows(days,
+                                                                                 monkeypatch):
+    from streamproj import sources
+
+    d, X, y = days
+    (d / "pq").mkdir()
+
+    def write(folder, i):
+        pd.DataFrame(X[rows(i)], columns=COLS).assign(label=y[rows(i)]).to_parquet(
+            folder / f"p{i}.parquet", row_group_size=100)
+
+    for i in (0, 1, 2):
+        write(d / "pq", i)
+    jobs.fit_model(d / "pq", d / "m", label="label")
+    jobs.project_model(d / "m", [str(d / "pq")], d / "o.zarr", label="label")
+    shutil.move(d / "pq", d / "moved")
+    write(d / "moved", 3)  # and it grew since: those rows are the next update's
+    rep = jobs.relocate_sources(d / "m", d / "pq", d / "moved", [d / "o.zarr"])
+    assert [(s["rows"], s["rows_new"]) for s in rep["sources"]] == [(900, 300)]
+    (entry,) = sp.load(d / "m").meta_["sources"]
+    assert entry["url"] == str((d / "moved").resolve())
+    assert entry["stamp"] is None  # grown: its new rows are found, and read, by the next update
+    assert len(entry["file_stats"]) == 3  # those of the rows the model holds
+    assert jobs.update_model(d / "m", d / "moved", label="label")["rows_added"] == 300
+    assert_fit_on(d / "m", X[rows(0, 1, 2, 3)], y[rows(0, 1, 2, 3)])
+    assert jobs.project_model(d / "m", [str(d / "moved")], d / "o.zarr", label="label",
+                              mode="append", reproject_above=90)["rows_written"] == 300
+    # moved again, unchanged: the next update and append read no row of it
+    shutil.move(d / "moved", d / "again")
+    jobs.relocate_sources(d / "m", d / "moved", d / "again", d / "o.zarr")
+    monkeypatch.setattr(sources, "_read_parquet_rows",
+                        lambda *a, **k: pytest.fail("a row of a relocated source was read"))
+    assert jobs.update_model(d / "m", d / "again", label="label")["status"] == "unchanged"
+    assert jobs.project_model(d / "m", [str(d / "again")], d / "o.zarr", label="label",
+                              mode="append", reproject_above=90)["output_action"] == "unchanged"
+
+
+def test_a_file_moved_by_its_own_name_and_a_folder_left_as_a_link(days):
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    # OLD and NEW may be a source itself
+    (d / "day-0.zarr").rename(d / "first.zarr")
+    jobs.relocate_sources(d / "m", d / "day-0.zarr", d / "first.zarr")
+    assert jobs.update_model(d / "m", [d / "first.zarr", d / "day-1.zarr"])["status"] == "unchanged"
+    # a folder moved and replaced by a link to its new place: OLD is the link's name as written
+    (d / "data").mkdir()
+    (d / "day-2.zarr").rename(d / "data" / "day-2.zarr")
+    jobs.update_model(d / "m", d / "data" / "day-2.zarr")
+    (d / "data").rename(d / "archive")
+    (d / "data").symlink_to(d / "archive")
+    rep = jobs.relocate_sources(d / "m", d / "data", d / "archive")
+    assert rep["from"] == str(d.resolve() / "data")
+    assert jobs.update_model(d / "m", str(d / "data" / "day-*.zarr"))["status"] == "unchanged"
+    assert_fit_on(d / "m", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
+
+
+def _moved_project(d):
+    """Model ``m`` and output ``o.zarr`` of ``data/day-{0,1,2}.zarr``, the folder moved to ``new``."""
+    (d / "data").mkdir()
+    for i in (0, 1, 2):
+        (d / f"day-{i}.zarr").rename(d / "data" / f"day-{i}.zarr")
+    jobs.fit_model(str(d / "data" / "day-*.zarr"), d / "m")
+    jobs.project_model(d / "m", [str(d / "data" / "day-*.zarr")], d / "o.zarr")
+    (d / "data").rename(d / "new")
+
+
+@pytest.mark.parametrize("case", ["missing", "changed", "shrunk", "no labels", "not a prefix",
+                                  "one location", "taken", "output's source changed",
+                                  "no output", "output from memory"])
+def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days, case, capsys):
+    d, X, y = days
+    _moved_project(d)
+    argv = ["relocate", d / "m", d / "data", d / "new", "--output", d / "o.zarr"]
+    new = d / "new"
+    if case == "missing":  # one store was not moved with the others
+        shutil.rmtree(new / "day-1.zarr")
+    elif case == "changed":
+        zarr.open_group(str(new / "day-2.zarr"), mode="a")["X"][-1] = X[0]
+    elif case == "shrunk":
+        g = zarr.open_group(str(new / "day-1.zarr"), mode="a")
+        g["X"].resize((200, 5))
+        g["y"].resize((200,))
+    elif case == "no labels":
+        shutil.rmtree(new / "day-0.zarr" / "y")
+    elif case == "not a prefix":  # .../dat is no prefix of .../data
+        argv[2:4] = [d / "dat", d / "new"]
+    elif case == "one location":
+        argv[2:4] = [d / "new", d / "new/"]
+        jobs.relocate_sources(d / "m", d / "data", d / "new", d / "o.zarr")
+    elif case == "taken":  # day-0's new place is where another source of the model lies
+        write_zarr(d / "other" / "day-0.zarr", X[rows(4)], y[rows(4)], chunk_rows=80)
+        jobs.update_model(d / "m", d / "other" / "day-0.zarr")
+        shutil.rmtree(d / "other" / "day-0.zarr")
+        shutil.copytree(new / "day-0.zarr", d / "other" / "day-0.zarr")
+        argv[2:4] = [d / "data" / "day-0.zarr", d / "other" / "day-0.zarr"]
+    elif case == "output's source changed":  # OUT holds a source the model does not: checked too
+        new.rename(d / "data")
+        write_zarr(d / "data" / "extra.zarr", X[rows(4)][:50], y[rows(4)][:50], chunk_rows=50)
+        jobs.project_model(d / "m", [str(d / "data" / "extra.zarr")], d / "o.zarr", mode="append")
+        (d / "data").rename(new)
+        zarr.open_group(str(new / "extra.zarr"), mode="a")["X"][0] = X[1]
+    elif case == "no output":
+        argv[-1] = d / "nothing.zarr"
+    elif case == "output from memory":  # no sources recorded at all
+        jobs.project(sp.load(d / "m"), X[:10], d / "mem.zarr")
+        argv[-1] = d / "mem.zarr"
+    before = {p: _tree(d / p) for p in ("m", "o.zarr")}
+    assert main([str(a) for a in argv]) == 2
+    err = one_error_line(capsys)
+    expected = {
+        "missing": r"cannot relocate .*data/day-1\.zarr \(model .*m holds 300 rows of it\) to "
+                   r".*new/day-1\.zarr: it cannot be read there \(.*\); move it there first, or "
+                   r"give NEW where it went$",
+        "changed": r"cannot relocate .*data/day-2\.zarr to .*new/day-2\.zarr: the first 300 rows "
+                   r"of .*new/day-2\.zarr/X \(taken into model .*\) have changed since; these are "
+                   r"not the rows model .*m took: give NEW where they moved unchanged, or refit",
+        "shrunk": r"cannot relocate .*data/day-1\.zarr to .*: .*day-1\.zarr/X has 200 rows but "
+                  r"model .*m holds 300 of them .* rows were removed",
+        "no labels": r"cannot relocate .*data/day-0\.zarr to .*new/day-0\.zarr: it reads there as "
+                     r"zarr X='X', labels=None, but model .*m took it as zarr X='X', labels='y'",
+        "not a prefix": r"model .*m and output .*o\.zarr hold no source under .*/dat \(a prefix "
+                        r"matches whole folder names\): the sources lie under .*/data; give OLD",
+        "one location": r"are one location .*: nothing to relocate",
+        "taken": r"cannot relocate to .*other/day-0\.zarr: model .*m holds .*other/day-0\.zarr, "
+                 r"which is or overlaps it, as a source of its own",
+        "output's source changed": r"cannot relocate .*data/extra\.zarr to .*new/extra\.zarr: the "
+                                   r"first 50 rows .* these are not the rows output .*o\.zarr "
+                                   r"took: .* rewrite .*o\.zarr with --overwrite",
+        "no output": r"no output at .*nothing\.zarr",
+        "output from memory": r"output .*mem\.zarr records no sources .* leave --output out",
+    }[case]
+    assert re.search(expected, err), err
+    assert {p: _tree(d / p) for p in ("m", "o.zarr")} == before  # nothing written
+
+
+def test_a_relocation_cut_short_before_the_output_is_finished_by_running_it_again(days, capsys):
+    # The model is committed first, then the output is swapped in (two stores: no single
+    # commit). A model relocated alone leaves the nightly job refusing the output's copies, and
+    # says how to go on; the same command, rerun with the output, leaves the model as it is.
+    d, X, y = days
+    _moved_project(d)
+    job = _nightly(d, "new")
+    jobs.relocate_sources(d / "m", d / "data", d / "new")
+    version = sp.load(d / "m").meta_["version"]
+    assert main(["run", str(job)]) == 2
+    assert re.search(r"which output .*o\.zarr holds \(moved or copied\?\): .* 'streamproj relocate "
+                     r"MODEL OLD NEW --output .*o\.zarr' \(or rewrite", one_error_line(capsys))
+    rep = jobs.relocate_sources(d / "m", d / "data", d / "new", [d / "o.zarr"])
+    assert (rep["model_status"], rep["version"]) == ("unchanged", version)
+    assert rep["outputs"][0]["status"] == "relocated"
+    assert main(["relocate", d / "m", d / "data", d / "new", "--output", d / "o.zarr"]) == 2
+    assert "hold no source under" in one_error_line(capsys)  # all done: nothing is left there
+    write_zarr(d / "new" / "day-3.zarr", X[rows(3)], y[rows(3)], chunk_rows=80)
+    assert main(["run", str(job)]) == 0
+    assert_fit_on(d / "m", X[rows(0, 1, 2, 3)], y[rows(0, 1, 2, 3)])
+    held = store.open_output(d / "o.zarr").attrs["streamproj"]
+    assert held["history"][-2]["action"] == "relocated"
+    assert [e["url"] for e in held["sources"]] == [str((d / "new" / f"day-{i}.zarr").resolve())
+                                                   for i in range(4)]
+
+
+def test_relocate_verify_reads_every_merged_range_at_the_new_place(days):
+    d, X, y = days
+    write_zarr(d / "data" / "big.zarr", X[:900], y[:900], chunk_rows=80)
+    jobs.fit_model(d / "data" / "big.zarr", d / "m")
+    (d / "data").rename(d / "new")
+    # a change inside the merged rows that the first and last 256 do not show
+    zarr.open_group(str(d / "new" / "big.zarr"), mode="a")["X"][450] = X[0]
+    before = _tree(d / "m")
+    with pytest.raises(SourceChangedError, match=r"cannot relocate .*data/big\.zarr to "
+                                                 r".*new/big\.zarr: rows 0\.\.899 of .* changed"):
+        jobs.relocate_sources(d / "m", d / "data", d / "new", verify=True)
+    assert _tree(d / "m") == before
+    zarr.open_group(str(d / "new" / "big.zarr"), mode="a")["X"][450] = X[450]
+    assert jobs.relocate_sources(d / "m", d / "data", d / "new", verify=True)["model_status"] == \
+        "relocated"
+    assert_fit_on(d / "m", X[:900], y[:900])

@@ -237,3 +237,48 @@ def test_plot_to_a_url_is_refused_and_writes_nothing_local(bucket, tmp_path, cap
     assert not (tmp_path / "s3:").exists()
     store.write_bytes(f"{bucket}/fig.png", b"\x89PNG data")  # the helper plot can call
     assert s3fs.S3FileSystem().cat_file(f"{bucket}/fig.png".replace("s3://", "")) == b"\x89PNG data"
+
+
+@pytest.mark.slow
+def test_a_local_folder_moved_to_s3_is_relocated_and_skipped_there(bucket, tmp_path, capsys,
+                                                                  monkeypatch):
+    from streamproj import jobs
+
+    X, y = make_classes(n=900, p=3, k=2, seed=57)
+    (tmp_path / "events").mkdir()
+    for i in (0, 1):
+        write_zarr(tmp_path / "events" / f"day-{i}.zarr", X[i * 300:(i + 1) * 300],
+                   y[i * 300:(i + 1) * 300], chunk_rows=100)
+    model, out = tmp_path / "m", tmp_path / "o.zarr"
+    assert main(["fit", str(tmp_path / "events" / "day-*.zarr"), "--model", str(model)]) == 0
+    assert main(["project", str(model), str(tmp_path / "events" / "day-*.zarr"), "--output",
+                 str(out)]) == 0
+    # the folder moves to the bucket (uploaded, then removed here)
+    fs = s3fs.S3FileSystem()
+    fs.put(str(tmp_path / "events"), f"{bucket}/events".replace("s3://", ""), recursive=True)
+    import shutil
+
+    shutil.rmtree(tmp_path / "events")
+    glob = f"{bucket}/events/day-*.zarr"
+    assert main(["update", str(model), glob]) == 2
+    assert "moved or copied" in one_error_line(capsys)
+    # a trailing slash and the scheme's other spelling are the same place
+    assert main(["relocate", str(model), f"{tmp_path}/events/",
+                 f"S3://{bucket[len('s3://'):]}/events/", "--output", str(out)]) == 0
+    capsys.readouterr()
+    held = [e["url"] for e in sp.load(model).meta_["sources"]]
+    assert held == [f"{bucket}/events/day-{i}.zarr" for i in (0, 1)]
+    # the next update lists the moved stores and opens none of them but the last one
+    s3_zarr(f"{bucket}/events/day-2.zarr", X[600:], y[600:])
+    opened = []
+    real = jobs.open_source
+    monkeypatch.setattr(jobs, "open_source",
+                        lambda url, *a, **k: opened.append(url) or real(url, *a, **k))
+    report = jobs.update_model(model, glob)
+    assert [s["status"] for s in report["sources"]] == ["skipped", "skipped", "merged"]
+    assert opened == [f"{bucket}/events/day-2.zarr"]
+    got, ref = sp.load(model), sp.BoundaryProjector().fit(X, y)
+    for name in ("coef_", "components_", "center_"):
+        assert close(getattr(got, name), getattr(ref, name)), name
+    assert jobs.project_model(model, glob, out, mode="append",
+                              reproject_above=90)["rows_written"] == 300
