@@ -146,7 +146,9 @@ def _kill_sweep(d, argv, after_kill, after_rerun, no_exchange=False):
         already = _holds(after_rerun)  # killed after the last commit step: the job was done
         code = main([str(a) for a in argv])
         # the rerun succeeds (or, for a fit or a first projection already done, says it exists) …
-        assert code == 0 or (already and argv[0] in ("fit", "project") and "--overwrite" not in argv), (argv, k)
+        # (a relocation already done says that nothing is left under OLD)
+        assert code == 0 or (already and argv[0] in ("fit", "project", "relocate")
+                             and "--overwrite" not in argv), (argv, k)
         assert after_rerun(), (argv, k)  # … with the right result …
         assert leftovers(d) == [], (argv, k, leftovers(d))  # … and cleans what the kill left
         if (d / "m").exists():
@@ -268,3 +270,68 @@ def test_disk_full_at_every_write_of_fit_update_and_project(data, monkeypatch, c
                             model.transform(X[:250]), rtol=1e-12, atol=1e-12),
         monkeypatch, capsys)
     assert n_project >= 10  # every chunk and metadata file of the output
+
+
+# --------------------------------------------------------------- relocate
+def _moved(d):
+    """Model m (of old/a.zarr and old/b.zarr) and output o.zarr (of old/a.zarr); old/ moved to new/."""
+    (d / "old").mkdir()
+    for name in ("a.zarr", "b.zarr"):
+        (d / name).rename(d / "old" / name)
+    assert main(["fit", str(d / "old" / "*.zarr"), "--model", str(d / "m")]) == 0
+    assert main([str(a) for a in ("project", d / "m", d / "old" / "a.zarr", "--output",
+                                  d / "o.zarr")]) == 0
+    (d / "old").rename(d / "new")
+
+    def where():
+        """The folders the model's and the output's ledgers name (as sets)."""
+        model = {os.path.basename(os.path.dirname(e["url"]))
+                 for e in sp.load(d / "m").meta_["sources"]}
+        out = {os.path.basename(os.path.dirname(e["url"]))
+               for e in store.open_output(d / "o.zarr").attrs["streamproj"]["sources"]}
+        return model, out
+
+    return where
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("no_exchange", [False, True])
+def test_kill_after_every_commit_step_of_a_relocation(data, no_exchange):
+    d, X, y = data
+    where = _moved(d)
+    summary = sp.load(d / "m").model_id_
+
+    def killed(k):
+        # each of the two is whole, as it was or relocated; the model's numbers never change
+        assert sp.load(d / "m").model_id_ == summary
+        assert same_model(d / "m", X, y)
+        if not (d / "o.zarr").exists():  # between the two renames: the rerun puts it back
+            assert no_exchange, k
+            with pytest.raises(sp.InputError, match="interrupted"):
+                store.open_output(d / "o.zarr")
+            return
+        model, out = where()
+        assert model in ({"old"}, {"new"}), k
+        assert out in ({"old"}, {"new"}), k
+        assert store.open_output(d / "o.zarr")["projection"].shape == (250, 2)
+
+    def relocated():
+        return where() == ({"new"}, {"new"}) and sp.load(d / "m").model_id_ == summary
+
+    steps = _kill_sweep(d, ["relocate", d / "m", d / "old", d / "new", "--output", d / "o.zarr"],
+                        killed, relocated, no_exchange)
+    assert steps >= 4
+
+
+@pytest.mark.slow
+def test_disk_full_at_every_write_of_a_relocation(data, monkeypatch, capsys):
+    d, X, y = data
+    _moved(d)
+    shutil.rmtree(d / "o.zarr")  # the model alone: a failed write leaves everything as it was
+    where_model = lambda: {os.path.basename(os.path.dirname(e["url"]))  # noqa: E731
+                           for e in sp.load(d / "m").meta_["sources"]}
+    n = enospc_sweep(d, ["relocate", d / "m", d / "old", d / "new"],
+                     lambda: where_model() == {"new"} and same_model(d / "m", X, y),
+                     monkeypatch, capsys)
+    assert n >= 3
+    assert leftovers(d / "m") == []
