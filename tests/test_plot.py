@@ -341,6 +341,32 @@ def test_a_flat_strip_gets_its_magnified_twin_under_it_in_square_cells():
     _assert_text_inside(fig)
 
 
+def test_features_in_units_a_million_apart_still_draw_a_picture():
+    # z[0] ~ 1e-6 of z[1]: the twin stopped at 64x, so both panels were blank slivers, and the
+    # axes' shared "1e6" overprinted the title
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(20_000, 6))
+    y = rng.integers(0, 2, 20_000)
+    X[:, 0] += 2 * y
+    X *= np.logspace(-3, 3, 6)
+    fig = plot_projection(sp.BoundaryProjector().fit(X, y), X, y)
+    ((pair, (side, k)),) = fig.streamproj_magnify.items()
+    lim = fig.streamproj_summary.limits
+    assert side == 0
+    assert k == int(np.floor(np.ptp(lim[1]) / np.ptp(lim[0]))) > 10**5
+    (twin,) = fig.streamproj_magnified
+    fig.canvas.draw()
+    b = twin.get_window_extent()
+    assert b.width > 0.8 * b.height  # a panel, not a sliver
+    fine = fig.streamproj_summary.grids[pair]
+    assert np.count_nonzero(fine.sum(axis=(0, 2))) > 20  # the rows spread over its columns
+    assert f"magnified {k:,}x" in twin.get_xlabel()
+    for ax in [*fig.streamproj_axes, twin]:
+        assert ax.xaxis.get_offset_text().get_text() == ""
+        assert ax.yaxis.get_offset_text().get_text() == ""
+    _assert_text_inside(fig)
+
+
 def test_a_grids_sliver_column_gets_a_magnified_twin_column_row_by_row():
     # the coin in three axes: z[0] is ~10x narrower than the PCs, so the grid's z[0] column was a
     # sliver (only a lone panel had a twin)

@@ -28,6 +28,12 @@ MIN_DENSITY_ROWS = 200  # fewer rows of a class: the margin panel draws them as 
 MARGIN_FINE = 16  # the margin histograms are counted this many times finer than drawn for most
 
 
+def _tick_formatter():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(_tick)
+
+
 def _lab(rgb):
     """CIELAB (D65) of sRGB colours in [0, 1]: distances there track how different they look."""
     rgb = np.asarray(rgb, dtype=np.float64)
@@ -185,10 +191,23 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
         ax.set_title(panel.title, fontsize=11)
     for axis, size, (lo, hi), most in ((ax.xaxis, width_in, (x0, x1), 4 if small else 6),
                                        (ax.yaxis, height_in, (y0, y1), 6)):
-        if size < 0.7 and lo < 0 < hi:  # room for one label: the boundary's (or centre's) 0
+        if size < 0.25:  # a line, not a panel: no room for a label (its twin has them)
+            axis.set_major_locator(FixedLocator([]))
+        elif size < 0.7 and lo < 0 < hi:  # room for one label: the boundary's (or centre's) 0
             axis.set_major_locator(FixedLocator([0.0]))
         else:
             axis.set_major_locator(MaxNLocator(2 if size < 1.2 else most))
+        axis.set_major_formatter(_tick_formatter())
+
+
+def _tick(value, _pos=None):
+    """A tick label with its own exponent (``400``, ``0.025``, ``4e6``, ``-1.5e-6``).
+
+    matplotlib's default puts one shared "1e6" at the axis's end, where it
+    overprinted the panel's title.
+    """
+    text = f"{value:.4g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+    return "0" if text in ("-0", "0") else text
 
 
 def _margin_step(counts, rows, most=MARGIN_FINE):
@@ -263,6 +282,8 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     ax.set_ylabel(_first_fitting(["density within each class", "density"], height_in, 10, fig.dpi),
                   fontsize=10)
     ax.tick_params(labelsize=8)
+    ax.xaxis.set_major_formatter(_tick_formatter())
+    ax.yaxis.set_major_formatter(_tick_formatter())
     titles = (["margin: distance to the boundary", "margin"] if binary is not None
               else [f"classes along {label}", label.split(":")[0]])
     ax.set_title(_first_fitting(titles, width_in, 11, fig.dpi), fontsize=11)

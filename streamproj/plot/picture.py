@@ -37,7 +37,9 @@ MAX_GRID_AXES = 4
 # A lone panel this many times taller than wide (x short), or wider than tall (y short: it
 # spreads over the figure's width), also gets a magnified twin.
 MAGNIFY_ABOVE = (3.0, 6.0)
-MAX_MAGNIFY = 64
+# any k: the twin's fine counts stay about a square grid whatever k is (_finer_counts), and
+# features in units 10^6 apart make z[0] that much narrower than the PCs
+MAX_MAGNIFY = 10**15
 QDA_COLOR = "#111111"  # dotted; not a class colour (the palette's vermilion was class 6's)
 # where QDA's boundary runs along LDA's (equal class covariances) the wide dots stick out on
 # both sides of the thinner solid line drawn over them: both stay visible
@@ -218,6 +220,11 @@ def _magnify(limits, placed, stretch):
         return {}
     k = int(min(np.floor(ratio), MAX_MAGNIFY))
     return dict.fromkeys(column, (0, k))
+
+
+def _times(k):
+    """A magnification as the labels say it: ``8``, ``6,933``, ``1.27e+12``."""
+    return f"{k:,}" if k < 10**7 else f"{k:.3g}"
 
 
 def _finer_counts(limits, bins, magnify):
@@ -579,10 +586,10 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         if (i, j) in twins:
             side, k = magnify[(i, j)]
             which = (i, j)[side]
-            labels[side] = f"z[{which}] magnified {k}x"
+            labels[side] = f"z[{which}] magnified {_times(k)}x"
             # a lone twin's title says what it is: right of a tall sliver, or over a flat
             # strip's (the twin under it has no room for one)
-            title = (f"z[{which}] magnified {k}x (true shape: left)"
+            title = (f"z[{which}] magnified {_times(k)}x (true shape: left)"
                      if len(placed) == 1 and side == 0 else None)
             panels.append((*twins[(i, j)], figmod.Panel(
                 summary.grids[(i, j)], lim, labels[0], labels[1], title, boundary=drawer,
@@ -592,7 +599,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         panels[0][2].title = ("boundary-preserving projection" if not twins
                               else "true shape (equal aspect)" if magnify[pair][0] == 0
                               else f"true shape (equal aspect); under it z[{pair[1]}] magnified "
-                                   f"{magnify[pair][1]}x")
+                                   f"{_times(magnify[pair][1])}x")
     n = summary.n
     binary = summary.binary
     margin = {"margin": summary.margin, "limits": summary.limits[0], "colors": colors,
@@ -626,8 +633,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     notes = []
     if twins and len(placed) > 1:
         k = magnify[placed[0][2]][1]
-        notes.append(f"the grid's second column is its first (z[0]) magnified {k}x: the same rows; "
-                     "the first column is the true shape")
+        notes.append(f"the grid's second column is its first (z[0]) magnified {_times(k)}x: the same "
+                     "rows; the first column is the true shape")
     if any(label.endswith("(slice)") for label, _, _ in legend):
         notes.append("(slice): the rule also depends on directions a panel does not show; drawn is "
                      "where the panel's plane through the centre (those directions at 0) cuts it")
