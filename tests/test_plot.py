@@ -715,6 +715,32 @@ def test_two_classes_name_their_boundary_only_in_a_plane_that_draws_it():
     assert _tie_points(fig.streamproj_axes[0]).size > 0
 
 
+def test_two_class_qda_is_drawn_only_where_z0_is_and_the_notes_say_which_plane():
+    # a plane without z[0] lies in LDA's boundary; QDA's boundary a hair from it crossed that
+    # plane as a large ellipse of no meaning; and the agreement note named a line not drawn
+    X, y = make_coin(n=6000)
+    m = sp.BoundaryProjector(n_components=3, keep_class_scatter=True).fit(X, y)
+    fig = plot_projection(m, X, y, qda=True)
+
+    def dotted(ax):
+        return [c for c in ax.collections if c.get_linestyle() and c.get_linestyle()[0][1]]
+
+    by_x = {}
+    for ax in fig.streamproj_axes:
+        by_x.setdefault(ax.get_xlim(), []).append(ax)
+    (z1_column,) = [axes for axes in by_x.values() if len(axes) == 1]  # the (1, 2) panel
+    assert dotted(z1_column[0]) == []
+    assert all(dotted(ax) for axes in by_x.values() if len(axes) == 2 for ax in axes)
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "QDA's boundary is drawn only in panels with z[0]" in text
+    fig = plot_projection(m, X, y, qda=True, axes=(1, 2))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not [t for t in labels if t.startswith("QDA")]
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "this plane does not show z[0]" in text
+    assert "boundary: the line z[0] = 0" not in text
+
+
 def test_the_qda_boundary_is_no_class_colour():
     X, y = make_classes(n=3000, p=4, k=7, seed=6)
     m = sp.BoundaryProjector(keep_class_scatter=True).fit(X, y)

@@ -286,7 +286,10 @@ def _boundary_drawer(source, i, j, qda_model, exact):
             A, b = _plane_scores(source, i, j)
             _linear_regions(ax, limits, A, b, figmod.BOUNDARY_COLOR,
                             style="-" if exact else (0, (4, 2)), lw=1.4 if exact else 1.0)
-        if qda_model is not None:
+        # two classes: a plane without z[0] lies in LDA's boundary z[0] = 0, and QDA's, when
+        # near it, crosses that plane in shapes of no meaning (a large ellipse for a
+        # boundary a hair from LDA's): QDA is drawn where z[0] is
+        if qda_model is not None and (not binary or 0 in (i, j)):
             comps = source.components[[i, j]]
             _regions(ax, limits,
                      lambda z: solvers.qda_log_posterior(qda_model, source.center + z @ comps),
@@ -628,9 +631,13 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
             legend.append(("LDA boundaries (slice)", figmod.BOUNDARY_COLOR, "dashed"))
         if not any(shown):
             legend.append(("no LDA boundary crosses the drawn limits", "none", "text"))
-    if qda_model is not None:
+    with_z0 = any(0 in pair for _, _, pair in placed)
+    if qda_model is not None and (binary is None or with_z0):
         legend.append(("QDA boundary (slice)", QDA_COLOR, "dotted"))
     notes = []
+    if qda_model is not None and binary is not None and not all(0 in p for _, _, p in placed):
+        notes.append("QDA's boundary is drawn only in panels with z[0]: the others lie in LDA's "
+                     "boundary z[0] = 0, where QDA's crossing has no meaningful shape")
     if twins and len(placed) > 1:
         k = magnify[placed[0][2]][1]
         notes.append(f"the grid's second column is its first (z[0]) magnified {_times(k)}x: the same "
@@ -641,8 +648,9 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if summary.labelled:
         notes.append(f"classifier accuracy on these rows {summary.correct / summary.labelled:.2%}")
     if summary.predicted:
-        where = ("boundary: the line z[0] = 0" if binary is not None
-                 else "LDA regions in the plane of z[0], z[1]")
+        where = ("LDA regions in the plane of z[0], z[1]" if binary is None
+                 else "boundary: the line z[0] = 0" if with_z0
+                 else "the side of z[0] = 0 each row is on; this plane does not show z[0]")
         notes.append(f"the picture agrees with the classifier on "
                      f"{summary.agree / summary.predicted:.2%} of rows ({where})")
     outside = max(summary.outside.values())
