@@ -345,6 +345,37 @@ def test_browser_hover_shows_the_pyramids_counts(page_of, two_class_view):
     assert problems == []
 
 
+def test_browser_hover_follows_a_zoom_and_a_stretch_under_a_still_pointer(page_of, two_class_view):
+    # the tooltip kept the cell and counts from before a zoom (or the x key) until the mouse moved
+    page, problems = page_of(two_class_view)
+    box = page.locator("#sp-canvas").bounding_box()
+    levels = two_class_view.pyramid.levels()
+    page.mouse.move(box["x"] + box["width"] * 0.45, box["y"] + box["height"] * 0.5)
+    before = page.evaluate("window.streamproj.hover")
+    shown = page.inner_text("#sp-tip")
+    for act in ("wheel", "x"):
+        if act == "wheel":
+            page.mouse.wheel(0, -1500)  # zoom in about 9x, the pointer still
+        else:
+            page.keyboard.press("x")
+        page.wait_for_timeout(100)
+        after = page.evaluate("window.streamproj.hover")
+        assert (after["level"], after["ix"], after["iy"]) != (before["level"], before["ix"],
+                                                              before["iy"])
+        text = page.inner_text("#sp-tip")
+        assert text != shown
+        got = page.eval_on_selector_all(
+            "#sp-tip tr[data-bucket]", "els => els.map(e => +e.querySelector('td[data-count]')"
+            ".dataset.count)")
+        lv = levels[after["level"]]
+        mx, my = after["mx"], after["my"]  # cells merged (stretched) or not
+        truth = lv[:, after["ix"] * mx:(after["ix"] + 1) * mx,
+                   after["iy"] * my:(after["iy"] + 1) * my].sum(axis=(1, 2))
+        assert sorted(got, reverse=True) == sorted((int(v) for v in truth if v), reverse=True)
+        before, shown = after, text
+    assert problems == []
+
+
 def test_two_class_view_has_a_cell_edge_at_the_boundary_on_every_level():
     # classes far from symmetric about the boundary, and a flat cloud (few cells across z[0])
     X, y = make_classes(n=20_000, p=4, k=2, seed=11, spread=2.0)

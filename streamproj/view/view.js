@@ -196,6 +196,8 @@
       `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
       (pointsShown ? ` · ${pointsShown < pointsInView ? `${pointsShown.toLocaleString()} of ${pointsInView.toLocaleString()}`
         : pointsShown.toLocaleString()} sampled rows drawn` : "");
+    // the hover's cell and counts follow a zoom, a stretch or a pan under a still pointer
+    if (lastHover && tip.style.display !== "none") hover(...lastHover);
   }
 
   // The sampled rows show where rows lie inside a cell: only once the finest cells are
@@ -387,7 +389,9 @@
   }
 
   const tip = document.getElementById("sp-tip");
+  let lastHover = null;  // where the pointer is over the canvas, or null
   function hover(px, py) {
+    lastHover = [px, py];
     const r = plotRect();
     if (px < r.l || px > r.l + r.w || py < r.t || py > r.t + r.h) { tip.style.display = "none"; api.hover = null; return; }
     const c = cellAt(px, py);
@@ -505,7 +509,7 @@
       }
       hover(e.clientX - rect.left, e.clientY - rect.top);
     });
-    canvas.addEventListener("pointerleave", () => { tip.style.display = "none"; });
+    canvas.addEventListener("pointerleave", () => { tip.style.display = "none"; lastHover = null; });
     canvas.addEventListener("dblclick", () => { resetView(); render(); });
     const centre = () => { const r = plotRect(); return [r.l + r.w / 2, r.t + r.h / 2]; };
     document.getElementById("sp-in").addEventListener("click", () => zoom(2, ...centre()));
