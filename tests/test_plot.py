@@ -682,6 +682,31 @@ def test_lda_boundaries_are_exact_straight_ties_and_slices_are_dashed_and_said()
     assert "LDA boundaries" not in labels
 
 
+def test_many_classes_judge_the_fisher_plane_as_the_pca_panels_are_judged():
+    # the main plane's agreement was the cut of the full rule (19.9 % for 40 classes), the PCA
+    # panels' their own best line (61.8 %): a reader concluded PCA was three times better
+    X, y = make_classes(n=8000, p=10, k=12, seed=3)
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y, compare_pca="raw")
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    got = re.search(r"judged as the PCA panels are: the best line of its own in the plane of "
+                    r"z\[0\], z\[1\] disagrees with the classifier on ([\d.]+)% of rows", text)
+    assert got
+    # the same measure by hand: an LDA of the rows' plane coordinates, against the classifier
+    z = m.transform(X)[:, :2]
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    own = LinearDiscriminantAnalysis(solver="eigen", priors=m.priors_).fit(z, y).predict(z)
+    assert float(got[1]) == pytest.approx(100 * np.mean(own != m.predict(X)), abs=0.051)
+    pca = next(t.get_text() for ax in fig.axes for t in ax.texts if "best line" in t.get_text())
+    assert "disagrees" in pca  # both say how much they disagree, by the same rule
+    # two classes: the plane holds the rule, so there is nothing to add
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y, compare_pca="raw")
+    assert "best line of its own" not in " ".join(t.get_text() for t in fig.texts)
+
+
 def test_the_legend_names_only_the_boundaries_a_panel_draws():
     # three classes in a row along x0: in the plane of z[1], z[2] (a slice at z[0] = 0) the middle
     # class wins everywhere, so nothing is drawn and the legend had "LDA boundaries (slice)"

@@ -419,6 +419,37 @@ def _choice(source):
     return lambda z: source.classes.take(solvers.scores_to_index(z[:, :2] @ A + b))
 
 
+def _plane_rule(stats, lin, origin, classes):
+    """``z -> class`` by the LDA of the plane ``z = (x - origin) @ lin.T`` alone.
+
+    Solved from the model's summaries mapped onto the plane: the best linear
+    rule that sees only the plane (``z`` is centred: no cancellation).
+    """
+    plane = ClassStats(stats.classes, stats.counts, (stats.means - origin) @ lin.T,
+                       lin @ stats.within @ lin.T)
+    lda2 = solvers.lda(plane)
+    classes = np.asarray(classes)
+
+    def choice(z):
+        s = z[:, :2] @ lda2.coef.T + lda2.intercept
+        return classes.take(solvers.scores_to_index(s[:, 0] if s.shape[1] == 1 else s))
+
+    return choice
+
+
+def _own_choice(source, model):
+    """``z -> class`` by the best rule of the plane of z[0], z[1] on its own, or None.
+
+    For K > 2 classes with the model at hand: the measure the PCA panels are
+    judged by, so the two are comparable (the plane's cut of the full rule,
+    which the picture draws, is a harsher test). None for two classes (the
+    plane holds the rule) or without the model's summaries.
+    """
+    if model is None or len(source.classes) <= 2 or source.components.shape[0] < 2:
+        return None
+    return _plane_rule(model.stats_, source.components[:2], source.center, model.classes_)
+
+
 def _classmap(source, top):
     if len(source.classes) <= top:
         return ClassMap(source.classes)
@@ -426,7 +457,7 @@ def _classmap(source, top):
     return ClassMap(source.classes, counts, top)
 
 
-def summarize(source, axes=None, stretch=False, top=8, resolution=420):
+def summarize(source, axes=None, stretch=False, top=8, resolution=420, model=None):
     """Robust limits from a sample, then one pass.
 
     Returns the filled :class:`PictureSummary`, the placed pairs
@@ -451,6 +482,7 @@ def summarize(source, axes=None, stretch=False, top=8, resolution=420):
     magnify = _magnify(limits, placed, stretch)
     summary = PictureSummary(classmap, limits, pairs, bins, margin_bins=margin_bins,
                              binary=binary, choice=_choice(source),
+                             own_choice=_own_choice(source, model),
                              finer=_finer_counts(limits, bins, magnify))
     names = [n for n in ("z", "label", "y", "predicted") if n in source.blocks.arrays]
     stream(source.blocks, summary.add, names)
@@ -471,11 +503,8 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
         lin = solvers.pca_axes(total)
         note = "features as given (not standardised)"
     # the best linear rule in this plane, solved from the summaries mapped onto it
-    plane = ClassStats(stats.classes, stats.counts, (stats.means - mean) @ lin.T,
-                       lin @ stats.within @ lin.T)
-    lda2 = solvers.lda(plane)
+    choice = _plane_rule(stats, lin, mean, model.classes_)
     blocks = Blocks({"x": X, "label": labels})
-    classes = np.asarray(model.classes_)
     bfloat16 = getattr(model, "bfloat16", False)  # rows as stored: decode them as the model does
 
     def decode(x):
@@ -486,11 +515,6 @@ def _pca_panel(model, X, labels, classmap, mode, resolution):
 
     def project(x):
         return centred(decode(x))
-
-    def choice(z):
-        # scores of the plane's own LDA (z is already centred: no cancellation)
-        s = z @ lda2.coef.T + lda2.intercept
-        return classes.take(solvers.scores_to_index(s[:, 0] if s.shape[1] == 1 else s))
 
     limits = spread_limits(project(sample_rows(blocks, "x", max_rows=100_000)))
     pair = (0, 1)
@@ -567,7 +591,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         msg = (f"{' and '.join(asked)} need{'s' if len(asked) == 1 else ''} the model: pass "
                "--model MODEL (in Python, model=...)")
         raise InputError(msg)
-    summary, placed, magnify = summarize(source, axes, stretch, top, resolution)
+    summary, placed, magnify = summarize(source, axes, stretch, top, resolution, model)
     cm = summary.classmap
     colors = figmod.bucket_colors(cm)
     qda_model = model.qda() if qda else None
@@ -653,6 +677,11 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
                  else "the side of z[0] = 0 each row is on; this plane does not show z[0]")
         notes.append(f"the picture agrees with the classifier on "
                      f"{summary.agree / summary.predicted:.2%} of rows ({where})")
+    if summary.predicted and summary.own_choice is not None:  # K > 2, the model at hand
+        judged = "judged as the PCA panels are" if compare_pca else "a kinder test than the above"
+        notes.append(f"{judged}: the best line of its own in the plane of z[0], z[1] disagrees "
+                     f"with the classifier on {1 - summary.agree_own / summary.predicted:.1%} "
+                     "of rows")
     outside = max(summary.outside.values())
     notes.extend(_classes_outside(summary))
     notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "

@@ -96,6 +96,10 @@ class PictureSummary:
     choice : callable or None
         ``choice(z)`` is the class the picture shows at each row's point
         (for the agreement with ``predicted``); None skips the agreement.
+    own_choice : callable or None
+        ``own_choice(z)``: the class of each row by the best rule of the
+        plane's own (an LDA solved in it), counted in ``agree_own``: the
+        measure the PCA panels are judged by, for K > 2 classes.
     finer : dict of pair to (side, f), optional
         Pairs whose grid is counted ``f`` times finer along side 0 (x) or 1
         (y) than ``bins``: :meth:`grid` sums the fine cells back, and the fine
@@ -103,7 +107,7 @@ class PictureSummary:
     """
 
     def __init__(self, classmap, limits, pairs, bins, margin_bins=200, binary=None,
-                 choice=None, finer=None):
+                 choice=None, finer=None, own_choice=None):
         self.classmap = classmap
         self.limits = np.asarray(limits, dtype=np.float64)
         self.pairs = list(pairs)
@@ -122,8 +126,8 @@ class PictureSummary:
         self.rows = np.zeros(nb, dtype=np.int64)
         self.wrong = np.zeros(nb, dtype=np.int64)
         self.binary = binary
-        self.choice = choice
-        self.labelled = self.correct = self.predicted = self.agree = 0
+        self.choice, self.own_choice = choice, own_choice
+        self.labelled = self.correct = self.predicted = self.agree = self.agree_own = 0
         self._lock = threading.Lock()
 
     def grid(self, pair):
@@ -180,7 +184,7 @@ class PictureSummary:
             b0, b1 = self.binary
             wrong[b0] = per_side[b0, 1]
             wrong[b1] = rows[b1] - per_side[b1, 1]
-        correct = labelled = agree = predicted = 0
+        correct = labelled = agree = predicted = agree_own = 0
         if "predicted" in block:
             pred = np.asarray(block["predicted"]).ravel()
             if "y" in block:
@@ -190,10 +194,13 @@ class PictureSummary:
                 shown = self.choice(z)
                 agree = int(np.count_nonzero(shown == pred))
                 predicted = pred.size
+            if self.own_choice is not None:
+                agree_own = int(np.count_nonzero(self.own_choice(z) == pred))
         with self._lock:
             self.rows += rows
             self.wrong += wrong
             self.correct += correct
             self.labelled += labelled
             self.agree += agree
+            self.agree_own += agree_own
             self.predicted += predicted
