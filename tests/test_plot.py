@@ -436,6 +436,29 @@ def test_classes_mostly_outside_are_named_and_a_few_rows_are_ticks_not_spikes():
     assert margin.get_ylim()[1] < 1.2 * top
 
 
+def test_far_outliers_are_said_to_be_far_not_only_counted():
+    # 5 rows a million units out were "5 of 200,000 rows (0.00%) fall outside" and no more
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(20_000, 4))
+    y = (X[:, 0] > 0).astype(int)
+    X[:5, 1] = 1e6
+    m = sp.BoundaryProjector().fit(X, y)
+    fig = plot_projection(m, X, y)
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    z = m.transform(X)
+    lim = fig.streamproj_summary.limits
+    axis = int(np.argmax(np.abs(z[:5]).max(axis=0)))
+    at = z[:, axis][np.argmax(np.abs(z[:, axis]))]
+    assert f"far outliers: rows reach z[{axis}] = {at:.3g}" in text
+    # rows merely outside, not far: no such note
+    X = rng.normal(size=(20_000, 4))
+    y = (X[:, 0] > 0).astype(int)
+    X[:5, 1] = 8.0
+    fig = plot_projection(sp.BoundaryProjector().fit(X, y), X, y)
+    assert "far outliers" not in " ".join(t.get_text() for t in fig.texts)
+    assert lim.shape[0] == 2
+
+
 def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():
     # a class in 2 % of the z[0] range was drawn in 2-3 bins of the panel's 200
     rng = np.random.default_rng(4)

@@ -574,6 +574,25 @@ def _classes_outside(summary, share=0.1, most=3):
     return lines
 
 
+def _far_rows(summary, axes, far=10.0):
+    """A note for each drawn axis whose rows reach ``far`` times the drawn range beyond it.
+
+    A handful of rows a million units out are "5 rows outside" in the limits'
+    note, yet they can pull the classifier's means and scatter: say how far.
+    """
+    lines = []
+    for a in axes:
+        lo, hi = summary.limits[a]
+        least, most = summary.extremes[a]
+        reach = max(lo - least, most - hi)
+        if reach > far * (hi - lo):
+            at = least if lo - least >= most - hi else most
+            lines.append(f"far outliers: rows reach z[{a}] = {at:.3g}, "
+                         f"{reach / (hi - lo):.3g}x the drawn range beyond the limits; rows "
+                         "that far can pull a classifier's means and scatter")
+    return lines
+
+
 def _wrong_side(summary):
     if summary.binary is None:
         return []
@@ -684,6 +703,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
                      "of rows")
     outside = max(summary.outside.values())
     notes.extend(_classes_outside(summary))
+    if outside:
+        notes.extend(_far_rows(summary, sorted({a for _, _, p in placed for a in p})))
     notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "
                  f"padded 5 %; {outside:,} of {n:,} rows ({outside / max(n, 1):.2%}) fall outside "
                  "and are not drawn")

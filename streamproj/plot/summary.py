@@ -127,6 +127,8 @@ class PictureSummary:
         self.wrong = np.zeros(nb, dtype=np.int64)
         self.binary = binary
         self.choice, self.own_choice = choice, own_choice
+        # each axis's least and greatest finite value: how far the rows outside lie
+        self.extremes = np.tile([np.inf, -np.inf], (len(self.limits), 1))
         self.labelled = self.correct = self.predicted = self.agree = self.agree_own = 0
         self._lock = threading.Lock()
 
@@ -166,6 +168,7 @@ class PictureSummary:
         nb = self.classmap.n_buckets
         bucket = self.classmap.index(block["label"])
         z0 = z[:, 0]
+        low, high = np.fmin.reduce(z, axis=0), np.fmax.reduce(z, axis=0)  # NaN ignored
         # one count gives the rows per class and those with z[0] > 0 (the wrong side's counts)
         per_side = np.bincount(bucket * 2 + (z0 > 0), minlength=2 * nb).reshape(nb, 2)
         rows = per_side.sum(axis=1)
@@ -197,6 +200,8 @@ class PictureSummary:
             if self.own_choice is not None:
                 agree_own = int(np.count_nonzero(self.own_choice(z) == pred))
         with self._lock:
+            np.fmin(self.extremes[:, 0], low, out=self.extremes[:, 0])
+            np.fmax(self.extremes[:, 1], high, out=self.extremes[:, 1])
             self.rows += rows
             self.wrong += wrong
             self.correct += correct
