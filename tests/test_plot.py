@@ -789,6 +789,22 @@ def test_two_class_qda_is_drawn_only_where_z0_is_and_the_notes_say_which_plane()
     assert "boundary: the line z[0] = 0" not in text
 
 
+def test_qda_of_a_constant_feature_is_refused_with_advice_plot_can_follow():
+    # the solver's "increase reg_param" named an option plot does not have
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 4))
+    X[:, 2] = 1.0
+    y = (X[:, 0] > 0).astype(int)
+    m = sp.BoundaryProjector(keep_class_scatter=True, shrinkage=0.1).fit(X, y)
+    with pytest.raises(sp.SingularScatterError) as err:
+        plot_projection(m, X, y, qda=True)
+    text = str(err.value)
+    assert text.startswith("--qda draws QDA without regularisation")
+    assert "feature 2 has no variance" in text
+    assert "increase reg_param" not in text
+    assert "draw without --qda" in text
+
+
 def test_the_qda_boundary_is_no_class_colour():
     X, y = make_classes(n=3000, p=4, k=7, seed=6)
     m = sp.BoundaryProjector(keep_class_scatter=True).fit(X, y)

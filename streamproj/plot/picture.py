@@ -14,7 +14,7 @@ import numpy as np
 import zarr
 
 from .. import solvers, store
-from ..errors import InputError
+from ..errors import InputError, SingularScatterError
 from ..stats import ClassStats, bfloat16_to_float32
 from . import figure as figmod
 from .reading import (
@@ -241,6 +241,21 @@ def _finer_counts(limits, bins, magnify):
         square = (limits[long, 1] - limits[long, 0]) / bins[pair][1 - side]
         out[pair] = (side, max(1, round(k * cells / square)))
     return out
+
+
+def _qda_of(model):
+    """The model's unregularised QDA for ``--qda``; a singular class covariance says what to do.
+
+    The solver's own advice ("increase reg_param") names an option ``plot``
+    does not have.
+    """
+    try:
+        return model.qda()
+    except SingularScatterError as exc:
+        text = str(exc).replace("; increase reg_param", "")
+        msg = (f"--qda draws QDA without regularisation, and {text}: draw without --qda, or "
+               "in Python fit streamproj.StreamingQDA(reg_param=...) to classify with it")
+        raise SingularScatterError(msg) from None
 
 
 def _twin_places(placed, magnify):
@@ -610,10 +625,10 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         msg = (f"{' and '.join(asked)} need{'s' if len(asked) == 1 else ''} the model: pass "
                "--model MODEL (in Python, model=...)")
         raise InputError(msg)
+    qda_model = _qda_of(model) if qda else None  # before the pass: a refusal costs no reading
     summary, placed, magnify = summarize(source, axes, stretch, top, resolution, model)
     cm = summary.classmap
     colors = figmod.bucket_colors(cm)
-    qda_model = model.qda() if qda else None
     names = source.axis_names
     panels = []
     # the magnified twins' places: right of their true shape (x), or under it (y)
