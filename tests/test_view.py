@@ -376,6 +376,20 @@ def test_browser_hover_follows_a_zoom_and_a_stretch_under_a_still_pointer(page_o
     assert problems == []
 
 
+def test_browser_key_starts_at_one_row_and_a_grids_view_names_its_axes(page_of):
+    # the key's left end was white (0 rows) under the label "1"; a 3-axis model's view showed
+    # z[0] against z[1] without saying that there were more axes
+    X, y = make_coin(n=4000)
+    view = view_projection(sp.BoundaryProjector(n_components=3).fit(X, y), X, y)
+    page, problems = page_of(view)
+    left = page.evaluate("""() => { const k = document.getElementById('sp-key');
+      return Array.from(k.getContext('2d').getImageData(0, k.height >> 1, 1, 1).data); }""")
+    assert left[3] >= 255 * 0.25 - 1  # at least the shading's least opacity, as 1 row has
+    assert page.inner_text("#sp-key-labels, #sp-keylabels").split()[0] == "1"
+    assert "z[0] against z[1] of 3 axes" in page.inner_text("#sp-subtitle")
+    assert problems == []
+
+
 def test_two_class_view_has_a_cell_edge_at_the_boundary_on_every_level():
     # classes far from symmetric about the boundary, and a flat cloud (few cells across z[0])
     X, y = make_classes(n=20_000, p=4, k=2, seed=11, spread=2.0)

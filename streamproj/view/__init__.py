@@ -147,6 +147,7 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     meta = {
         "title": title,
         "subtitle": (f"{blocks.n:,} rows · {len(source.classes)} classes · "
+                     + (f"z[{i}] against z[{j}] of {d} axes · " if d > 2 else "") +
                      f"colour = {'true class (y)' if source.labels_are == 'y' else 'predicted class'}"
                      f" · {source.model_text}"),
         "names": classmap.names,

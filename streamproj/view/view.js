@@ -357,8 +357,9 @@
     const logmax = Math.log1p(lv.vmax);
     kc.clearRect(0, 0, key.width, key.height);
     for (let i = 0; i < key.width; i++) {
-      const t = Math.expm1((i / (key.width - 1)) * logmax);
-      const a = t < 1 ? 0 : Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
+      // 1 row per cell at the left end (the labels' "1"; white, 0 rows, is not on the key)
+      const t = Math.exp((i / (key.width - 1)) * Math.log(Math.max(lv.vmax, 1)));
+      const a = Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
       kc.fillStyle = `rgba(51,51,51,${a})`; kc.fillRect(i, 0, 1, key.height);
     }
     document.getElementById("sp-keytitle").textContent = `rows per cell (cell ${fmt(lv.cw)} x ${fmt(lv.ch)}); colour = classes mixed by count`;
