@@ -789,6 +789,20 @@ def test_two_class_qda_is_drawn_only_where_z0_is_and_the_notes_say_which_plane()
     assert "boundary: the line z[0] = 0" not in text
 
 
+def test_a_large_figure_gets_finer_cells():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1_500_000, 2)) * [1.0, 1.2]
+    y = (X[:, 0] > 0).astype(int)
+    m = sp.BoundaryProjector().fit(X, y)
+    cells = {}
+    for size in (None, (3000, 1600)):
+        fig = plot_projection(m, X, y, size=size)
+        cells[size] = max(fig.streamproj_summary.bins[(0, 1)])
+        assert fig.streamproj_magnified == []
+    assert 420 <= cells[None] <= 421  # the resolution (one more may put z[0] = 0 on an edge)
+    assert cells[(3000, 1600)] >= 2 * 420
+
+
 def test_qda_of_a_constant_feature_is_refused_with_advice_plot_can_follow():
     # the solver's "increase reg_param" named an option plot does not have
     rng = np.random.default_rng(0)

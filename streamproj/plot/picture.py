@@ -626,6 +626,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
                "--model MODEL (in Python, model=...)")
         raise InputError(msg)
     qda_model = _qda_of(model) if qda else None  # before the pass: a refusal costs no reading
+    if size is not None:  # a large figure gets finer cells (they were 9 px at 3000x1600)
+        resolution = max(resolution, round(resolution * max(size[0] / 1600, size[1] / 800)))
     summary, placed, magnify = summarize(source, axes, stretch, top, resolution, model)
     cm = summary.classmap
     colors = figmod.bucket_colors(cm)
