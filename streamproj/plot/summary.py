@@ -168,7 +168,8 @@ class PictureSummary:
         nb = self.classmap.n_buckets
         bucket = self.classmap.index(block["label"])
         z0 = z[:, 0]
-        low, high = np.fmin.reduce(z, axis=0), np.fmax.reduce(z, axis=0)  # NaN ignored
+        limited = z[:, : len(self.extremes)]  # the axes with limits
+        low, high = np.fmin.reduce(limited, axis=0), np.fmax.reduce(limited, axis=0)  # NaN ignored
         # one count gives the rows per class and those with z[0] > 0 (the wrong side's counts)
         per_side = np.bincount(bucket * 2 + (z0 > 0), minlength=2 * nb).reshape(nb, 2)
         rows = per_side.sum(axis=1)
