@@ -390,6 +390,22 @@ def test_browser_key_starts_at_one_row_and_a_grids_view_names_its_axes(page_of):
     assert problems == []
 
 
+def test_browser_the_plot_fits_a_small_window(page_of, two_class_view):
+    # the canvas was 640 px tall whatever the window: at 800 x 600 its x axis was cut off
+    page, problems = page_of(two_class_view)
+    page.set_viewport_size({"width": 800, "height": 600})
+    page.wait_for_timeout(100)
+    box = page.locator("#sp-canvas").bounding_box()
+    assert box["y"] + box["height"] <= 600
+    assert box["height"] >= 320
+    r = page.evaluate("window.streamproj.plotRect()")
+    assert r["t"] + r["h"] < box["height"]  # the axis below the plot is on the canvas
+    page.set_viewport_size({"width": 1200, "height": 1000})  # and no taller than before
+    page.wait_for_timeout(100)
+    assert page.locator("#sp-canvas").bounding_box()["height"] <= 642
+    assert problems == []
+
+
 def test_two_class_view_has_a_cell_edge_at_the_boundary_on_every_level():
     # classes far from symmetric about the boundary, and a flat cloud (few cells across z[0])
     X, y = make_classes(n=20_000, p=4, k=2, seed=11, spread=2.0)
