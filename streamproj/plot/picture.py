@@ -730,7 +730,8 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if cm.n_buckets - 1 < len(source.classes):
         hidden = len(source.classes) - (cm.n_buckets - 1)
         notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
-                     f"the other {hidden:,} are grey ('other', {summary.rows[-1]:,} rows)")
+                     f"the other {hidden:,} are grey ('other', {summary.rows[-1]:,} rows); "
+                     "--top N colours more")
     d = source.blocks.arrays["z"].shape[1]
     if axes is None and d > MAX_GRID_AXES:
         notes.append(f"axes z[{MAX_GRID_AXES}]..z[{d - 1}] not drawn; choose a pair with --axes I,J")
