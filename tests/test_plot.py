@@ -341,6 +341,19 @@ def test_a_flat_strip_gets_its_magnified_twin_under_it_in_square_cells():
     _assert_text_inside(fig)
 
 
+def test_a_sliver_a_few_pixels_wide_leaves_its_boundaries_to_its_twin():
+    # five classes, z[0] 50x narrower than the others: their boundaries crossed the 4-px true
+    # shape steeply and made it a solid black bar
+    X, y = make_classes(n=20_000, p=8, k=5, seed=2)
+    X[:, 0] *= 0.05
+    fig = plot_projection(sp.BoundaryProjector(n_components=3).fit(X, y), X, y)
+    fig.canvas.draw()
+    slivers = [ax for ax in fig.streamproj_axes if ax.get_window_extent().width < 15]
+    assert slivers
+    assert all(not ax.get_lines() for ax in slivers)
+    assert all(ax.get_lines() for ax in fig.streamproj_magnified)
+
+
 def test_features_in_units_a_million_apart_still_draw_a_picture():
     # z[0] ~ 1e-6 of z[1]: the twin stopped at 64x, so both panels were blank slivers, and the
     # axes' shared "1e6" overprinted the title

@@ -25,6 +25,7 @@ MIN_ALPHA = 0.25
 SOFT_EXTRA = 8  # colours past the palette taken from muted tones before the whole gamut
 BOUNDARY_COLOR = "#111111"
 MIN_DENSITY_ROWS = 200  # fewer rows of a class: the margin panel draws them as ticks
+SLIVER_IN = 0.15  # a panel narrower than this (inches) draws no boundary: its twin does
 MARGIN_FINE = 16  # the margin histograms are counted this many times finer than drawn for most
 
 
@@ -172,7 +173,11 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
         ax.set_aspect(1.0 / _stretch_of(panel), adjustable="box")
     else:
         ax.set_aspect("auto" if stretch else "equal", adjustable="box")
-    if panel.boundary is not None:
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    height_in = ax.get_position().height * ax.figure.get_figheight()
+    # a panel a few pixels across shows its boundaries as a solid bar (they cross it steeply):
+    # its magnified twin draws them
+    if panel.boundary is not None and min(width_in, height_in) >= SLIVER_IN:
         panel.boundary(ax, panel.limits)
     fs = 8.5 if small else 10
     ax.set_xlabel(panel.xlabel, fontsize=fs)
@@ -180,8 +185,6 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
     ax.tick_params(labelsize=8)
     from matplotlib.ticker import FixedLocator, MaxNLocator
 
-    width_in = ax.get_position().width * ax.figure.get_figwidth()
-    height_in = ax.get_position().height * ax.figure.get_figheight()
     narrow_box = width_in < 1.6 and not stretch
     if narrow_box:  # a tall thin panel (equal aspect): the labels must fit its width
         ax.set_xlabel(panel.xlabel.split(":")[0], fontsize=fs)
