@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import zarr
 from conftest import make_classes, one_error_line, write_days, write_zarr
+from test_faults import tree
 
 import streamproj as sp
 from streamproj import jobs, ledger, store
@@ -848,21 +849,6 @@ def test_a_store_resized_under_the_same_listing_is_opened_not_skipped(tmp_path, 
 
 
 # ------------------------------------------------------------------- relocate
-def _tree(path):
-    """Digest of every file under ``path`` (names and bytes): "nothing written" when equal."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for root, dirs, files in sorted(os.walk(path)):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            h.update(os.path.relpath(full, path).encode())
-            with open(full, "rb") as f:
-                h.update(f.read())
-    return h.hexdigest()
-
-
 def _nightly(d, data):
     """A nightly job over ``data/day-*.zarr`` (relative to ``d``): model ``m``, output ``o.zarr``."""
     path = d / "job.toml"
@@ -1076,7 +1062,7 @@ def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days,
     elif case == "output from memory":  # no sources recorded at all
         jobs.project(sp.load(d / "m"), X[:10], d / "mem.zarr")
         argv[-1] = d / "mem.zarr"
-    before = {p: _tree(d / p) for p in ("m", "o.zarr")}
+    before = {p: tree(d / p) for p in ("m", "o.zarr")}
     assert main([str(a) for a in argv]) == 2
     err = one_error_line(capsys)
     expected = {
@@ -1102,7 +1088,7 @@ def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days,
         "output from memory": r"output .*mem\.zarr records no sources .* leave --output out",
     }[case]
     assert re.search(expected, err), err
-    assert {p: _tree(d / p) for p in ("m", "o.zarr")} == before  # nothing written
+    assert {p: tree(d / p) for p in ("m", "o.zarr")} == before  # nothing written
 
 
 def test_a_relocation_cut_short_before_the_output_is_finished_by_running_it_again(days, capsys):
@@ -1138,11 +1124,11 @@ def test_relocate_verify_reads_every_merged_range_at_the_new_place(days):
     (d / "data").rename(d / "new")
     # a change inside the merged rows that the first and last 256 do not show
     zarr.open_group(str(d / "new" / "big.zarr"), mode="a")["X"][450] = X[0]
-    before = _tree(d / "m")
+    before = tree(d / "m")
     with pytest.raises(SourceChangedError, match=r"cannot relocate .*data/big\.zarr to "
                                                  r".*new/big\.zarr: rows 0\.\.899 of .* changed"):
         jobs.relocate_sources(d / "m", d / "data", d / "new", verify=True)
-    assert _tree(d / "m") == before
+    assert tree(d / "m") == before
     zarr.open_group(str(d / "new" / "big.zarr"), mode="a")["X"][450] = X[450]
     assert jobs.relocate_sources(d / "m", d / "data", d / "new", verify=True)["model_status"] == \
         "relocated"
