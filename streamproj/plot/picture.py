@@ -284,11 +284,12 @@ def _plane_scores(source, i, j):
     return A, b
 
 
-def _boundary_drawer(source, i, j, qda_model, exact):
+def _boundary_drawer(source, i, j, qda_model, exact, ties=()):
     """The decision boundary in the plane of axes (i, j), as a drawing function.
 
     ``exact``: the plane holds the linear rule (:func:`~streamproj.solvers.plane_holds_rule`);
-    otherwise its boundaries are a slice, drawn dashed.
+    otherwise its boundaries are a slice, drawn dashed. ``ties``: for K > 2
+    classes, the plane's tie segments within its limits (:func:`_tie_segments`).
     """
     binary = source.coef.shape[0] == 1
 
@@ -298,8 +299,7 @@ def _boundary_drawer(source, i, j, qda_model, exact):
         elif binary and j == 0:
             ax.axhline(0.0, color=figmod.BOUNDARY_COLOR, lw=1.6, zorder=LDA_ON_TOP)
         elif not binary:
-            A, b = _plane_scores(source, i, j)
-            _linear_regions(ax, limits, A, b, figmod.BOUNDARY_COLOR,
+            _linear_regions(ax, ties, figmod.BOUNDARY_COLOR,
                             style="-" if exact else (0, (4, 2)), lw=1.4 if exact else 1.0)
         # two classes: a plane without z[0] lies in LDA's boundary z[0] = 0, and QDA's, when
         # near it, crosses that plane in shapes of no meaning (a large ellipse for a
@@ -313,8 +313,8 @@ def _boundary_drawer(source, i, j, qda_model, exact):
     return draw
 
 
-def _linear_regions(ax, limits, A, b, color, style="-", lw=1.4):
-    """Where the winning class of the scores ``z @ A + b`` changes: straight segments, exactly.
+def _linear_regions(ax, ties, color, style="-", lw=1.4):
+    """Where the winning class changes: the tie segments (:func:`_tie_segments`), exactly.
 
     Each class wins on a convex polygon (:func:`_winning_polygons`); the
     edges between two classes' polygons are drawn once, as the segments they
@@ -322,7 +322,7 @@ def _linear_regions(ax, limits, A, b, color, style="-", lw=1.4):
     """
     xs: list[float] = []
     ys: list[float] = []
-    for start, end in _tie_segments(limits, A, b):
+    for start, end in ties:
         xs.extend([start[0], end[0], np.nan])
         ys.extend([start[1], end[1], np.nan])
     if xs:
@@ -639,10 +639,14 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     # whether each plane holds the linear rule (else its boundaries are a slice)
     exact = [solvers.plane_holds_rule(source.components, source.coef, i, j)
              for _, _, (i, j) in placed]
+    # K > 2: each plane's tie segments, found once for its panel, its twin and the legend
+    ties = {(i, j): [] if summary.binary is not None else _tie_segments(
+        (summary.limits[i], summary.limits[j]), *_plane_scores(source, i, j))
+        for _, _, (i, j) in placed}
     for (r, c, (i, j)), holds in zip(placed, exact, strict=True):
         lim = (summary.limits[i], summary.limits[j])
         labels = [f"z[{i}]: {names[i]}", f"z[{j}]: {names[j]}"]
-        drawer = _boundary_drawer(source, i, j, qda_model, holds)
+        drawer = _boundary_drawer(source, i, j, qda_model, holds, ties[(i, j)])
         shift = int(bool(twins) and len(placed) > 1 and c > 0)  # the grid's twin column
         panels.append((r, c + shift, figmod.Panel(summary.grid((i, j)), lim, labels[0],
                                                   labels[1], boundary=drawer)))
@@ -683,8 +687,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
             legend.append(("the boundary z[0] = 0 is not a line in this plane", "none", "text"))
     else:
         # an entry for what some panel draws: a plane can show no tie at all
-        shown = [bool(_tie_segments((summary.limits[i], summary.limits[j]),
-                                    *_plane_scores(source, i, j))) for _, _, (i, j) in placed]
+        shown = [bool(ties[pair]) for _, _, pair in placed]
         if any(e and s for e, s in zip(exact, shown, strict=True)):
             legend.append(("LDA boundaries", figmod.BOUNDARY_COLOR, "line"))
         if any(s and not e for e, s in zip(exact, shown, strict=True)):
