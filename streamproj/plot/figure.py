@@ -406,16 +406,15 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     # then takes less of it, and the panels more (down to 72 % of the text's size)
     for scale in ((1.0,) if size is None else (1.0, 0.85, 0.72)):
         try:
-            laid = layout(dpi * scale)
+            (fig_w, fig_h, top_in, bottom_in, title_lines, title_in, subtitle_lines, text,
+             legend_cols, wspace) = layout(dpi * scale)
         except InputError:
             if scale == 0.72:
                 raise
             continue
-        if size is None or laid[1] - laid[2] - laid[3] >= 0.45 * laid[1]:
+        if size is None or fig_h - top_in - bottom_in >= 0.45 * fig_h:  # the panels' share
             break
     dpi = dpi * scale
-    (fig_w, fig_h, top_in, bottom_in, title_lines, title_in, subtitle_lines, text, legend_cols,
-     wspace) = laid
     fig = Figure(figsize=(fig_w, fig_h), dpi=dpi)
     FigureCanvasAgg(fig)  # a raster canvas of its own: no pyplot, no global state
     bottom = bottom_in / fig_h
