@@ -12,7 +12,7 @@ import streamproj as sp
 from streamproj.plot import view_projection
 from streamproj.plot.reading import Blocks, ClassMap, stream
 from streamproj.view import MAX_COUNTS, View, build_view
-from streamproj.view.html import _densest, encode_view, render_page
+from streamproj.view.html import encode_view, render_page
 from streamproj.view.pyramid import Pyramid, finest_within, grid
 
 CHROMIUM = "/usr/bin/chromium"
@@ -52,8 +52,6 @@ def test_pyramid_counts_every_cell_exactly_and_levels_sum_up():
             ref = np.histogram2d(z[sel, 0], z[sel, 1], bins=(np.linspace(x0, x1, lx + 1),
                                                              np.linspace(y0, y1, ly + 1)))[0]
             np.testing.assert_array_equal(lv[k], ref)
-        # the page's colour scale tops out at the fullest cell, all classes together
-        assert _densest(lv) == lv.sum(axis=0).max()
     assert p.outside == np.count_nonzero(~inside)
 
 
@@ -403,6 +401,59 @@ def test_browser_the_plot_fits_a_small_window(page_of, two_class_view):
     page.set_viewport_size({"width": 1200, "height": 1000})  # and no taller than before
     page.wait_for_timeout(100)
     assert page.locator("#sp-canvas").bounding_box()["height"] <= 642
+    assert problems == []
+
+
+def _densest_in_view(page, view, hidden=()):
+    """The most rows (shown classes) in one drawn cell that meets the plot, from the pyramid."""
+    st = page.evaluate("window.streamproj.state()")
+    r = page.evaluate("window.streamproj.plotRect()")
+    (dx0, dy1) = page.evaluate(f"window.streamproj.toData({r['l']}, {r['t']})")
+    (dx1, dy0) = page.evaluate(f"window.streamproj.toData({r['l'] + r['w']}, {r['t'] + r['h']})")
+    p = view.pyramid
+    lv = p.levels()[st["level"]].astype(float)
+    mx, my = st["merge"]
+    b, gx, gy = lv.shape
+    cells = lv.reshape(b, gx // mx, mx, gy // my, my).sum(axis=(2, 4))
+    cells[list(hidden)] = 0
+    cw = (p.extent[0][1] - p.extent[0][0]) / (gx // mx)
+    ch = (p.extent[1][1] - p.extent[1][0]) / (gy // my)
+    ix0 = max(0, int(np.floor((dx0 - p.extent[0][0]) / cw)))
+    ix1 = min(gx // mx, int(np.ceil((dx1 - p.extent[0][0]) / cw)))
+    iy0 = max(0, int(np.floor((dy0 - p.extent[1][0]) / ch)))
+    iy1 = min(gy // my, int(np.ceil((dy1 - p.extent[1][0]) / ch)))
+    total = cells.sum(axis=0)
+    return total[ix0:ix1, iy0:iy1].max(), total.max()
+
+
+def test_browser_the_shading_scale_is_the_densest_cell_in_view(page_of, two_class_view):
+    # the scale was each level's densest cell anywhere: zoomed into a sparse part the cells
+    # all drew near the least opacity, and a zoomed-in dense core was flat
+    page, problems = page_of(two_class_view)
+    in_view, anywhere = _densest_in_view(page, two_class_view)
+    assert page.evaluate("window.streamproj.vmax") == in_view == anywhere
+    assert page.inner_text("#sp-keylabels").split()[-1] == f"{int(in_view):,}"
+    # zoomed in 16x about a sparse cell (a tenth of the densest one's rows) off the core
+    p = two_class_view.pyramid
+    total = p.levels()[page.evaluate("window.streamproj.state().level")].sum(axis=0)
+    ix, iy = np.argwhere((total > 0) & (total <= total.max() / 10))[0]
+    x = p.extent[0][0] + (ix + 0.5) * (p.extent[0][1] - p.extent[0][0]) / total.shape[0]
+    y = p.extent[1][0] + (iy + 0.5) * (p.extent[1][1] - p.extent[1][0]) / total.shape[1]
+    page.evaluate(f"() => window.streamproj.zoom(16, ...window.streamproj.toScreen({x}, {y}))")
+    in_view, anywhere = _densest_in_view(page, two_class_view)
+    assert 0 < in_view < anywhere
+    assert page.evaluate("window.streamproj.vmax") == in_view
+    assert page.inner_text("#sp-keylabels").split()[-1] == f"{int(in_view):,}"
+    # the densest cell in view is drawn fully opaque: the scale's top is used
+    alpha = page.evaluate("""() => { const c = document.getElementById('sp-canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let a = 0; for (let i = 3; i < d.length; i += 4) a = Math.max(a, d[i]); return a; }""")
+    assert alpha == 255
+    # a hidden class leaves the scale to the classes shown
+    page.click('#sp-legend li[data-bucket="1"]')
+    shown, _ = _densest_in_view(page, two_class_view, hidden=[1])
+    assert page.evaluate("window.streamproj.vmax") == shown
+    page.click('#sp-legend li[data-bucket="1"]')
     assert problems == []
 
 

@@ -39,19 +39,6 @@ def _deflate64(raw):
     return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")
 
 
-def _densest(counts):
-    """Rows in the fullest cell of a (B, gx, gy) level, all classes together.
-
-    Added class by class in the counts' own dtype (it holds the total number
-    of rows, so no sum overflows): a quarter of the time of a float64 sum
-    over the first axis.
-    """
-    total = counts[0].copy()
-    for grid in counts[1:]:
-        total += grid
-    return int(total.max()) if total.size else 0
-
-
 def sample_bound(tiles, per_tile):
     """Most bytes the encoded sample can take: 8 (x, y float32) + 1 + 8 per row, base64."""
     return int(tiles * tiles * per_tile * 17 * 4 / 3 * 1.01) + 64
@@ -82,8 +69,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         used += len(blob)
         _, gx, gy = counts.shape
         cell = pyramid.cell * 2.0 ** (len(levels) - 1 - depth)
-        encoded.append({"gx": gx, "gy": gy, "cell": cell, "dtype": dtype, "data": blob,
-                        "vmax": _densest(counts)})
+        encoded.append({"gx": gx, "gy": gy, "cell": cell, "dtype": dtype, "data": blob})
     points = {"count": int(order.size), "xy": points_blobs[0], "bucket": points_blobs[1],
               "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile}
     payload = dict(meta)

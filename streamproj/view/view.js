@@ -25,7 +25,7 @@
   const colors = M.colors.map(rgb);
   const hidden = new Array(B).fill(false);
   const x0 = M.extent[0][0], y0 = M.extent[1][0];
-  let levels = [], points = null;
+  let levels = [], points = null, viewMax = 1;
   const canvas = document.getElementById("sp-canvas");
   const ctx = canvas.getContext("2d");
   const off = document.createElement("canvas");
@@ -88,17 +88,13 @@
     const sx = Math.log2(mx), sy = Math.log2(my);
     // sums may pass a narrow type's range: 32 bits unless the rows do
     const counts = new (src instanceof Float64Array || M.n >= 2 ** 32 ? Float64Array : Uint32Array)(B * plane);
-    const total = new Float64Array(plane);
     for (let k = 0; k < B; k++) {
       for (let ix = 0; ix < lv.gx; ix++) {
         const from = k * P + ix * lv.gy, to = k * plane + (ix >> sx) * gy;
         for (let iy = 0; iy < lv.gy; iy++) counts[to + (iy >> sy)] += src[from + iy];
       }
-      for (let c = 0; c < plane; c++) total[c] += counts[k * plane + c];
     }
-    let vmax = 1;
-    for (let c = 0; c < plane; c++) if (total[c] > vmax) vmax = total[c];
-    const g = { l, mx, my, gx, gy, cw: lv.cell * mx, ch: lv.cell * my, vmax, counts };
+    const g = { l, mx, my, gx, gy, cw: lv.cell * mx, ch: lv.cell * my, counts };
     if (merged.size >= 4) merged.delete(merged.keys().next().value);
     merged.set(key, g);
     return g;
@@ -155,6 +151,7 @@
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
     const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch;
+    viewMax = 1;
     const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
     const ix0 = Math.max(0, Math.floor((dx0 - x0) / cw)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cw));
     const iy0 = Math.max(0, Math.floor((dy0 - y0) / ch)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / ch));
@@ -163,7 +160,10 @@
     if (ix1 > ix0 && iy1 > iy0) {
       const nx = ix1 - ix0, ny = iy1 - iy0, plane = lv.gx * lv.gy;
       off.width = nx; off.height = ny;
-      const img = offctx.createImageData(nx, ny), px = img.data, logmax = Math.log1p(lv.vmax);
+      const img = offctx.createImageData(nx, ny), px = img.data, shown = new Float64Array(nx * ny);
+      // colours first, each cell's shown rows kept: the shading's scale is the densest cell in
+      // view (as datashader shades each view), so a zoomed-in dense core is not flat
+      let vmax = 1;
       for (let ix = ix0; ix < ix1; ix++) {
         for (let iy = iy0; iy < iy1; iy++) {
           const c = ix * lv.gy + iy;
@@ -174,11 +174,17 @@
             if (v) { t += v; rr += v * colors[k][0]; gg += v * colors[k][1]; bb += v * colors[k][2]; }
           }
           if (!t) continue;
-          const o = 4 * ((ny - 1 - (iy - iy0)) * nx + (ix - ix0));
+          const q = (ny - 1 - (iy - iy0)) * nx + (ix - ix0), o = 4 * q;
           px[o] = rr / t; px[o + 1] = gg / t; px[o + 2] = bb / t;
-          px[o + 3] = 255 * Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
+          shown[q] = t;
+          if (t > vmax) vmax = t;
         }
       }
+      const logmax = Math.log1p(vmax);
+      for (let q = 0; q < shown.length; q++) {
+        if (shown[q]) px[4 * q + 3] = 255 * Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(shown[q]) / logmax);
+      }
+      viewMax = vmax;
       offctx.putImageData(img, 0, 0);
       const [sx, sy] = toScreen(x0 + ix0 * cw, y0 + iy1 * ch);
       ctx.imageSmoothingEnabled = false;
@@ -189,8 +195,8 @@
     ctx.restore();
     drawAxes(r);
     drawAspect(r);
-    updateKey(lv);
-    api.level = li;
+    updateKey(lv, viewMax);
+    api.level = li; api.vmax = viewMax;
     document.getElementById("sp-status").textContent =
       (view.k !== 1 ? `${aspectNote()} · ` : "") +
       `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
@@ -352,18 +358,19 @@
 
   function cellText(g) { return g.cw === g.ch ? fmt(g.cw) : `${fmt(g.cw)} x ${fmt(g.ch)}`; }
 
-  function updateKey(lv) {
+  // the key of the shading as drawn: 1 row to the densest cell in view (shown classes only)
+  function updateKey(lv, vmax) {
     const key = document.getElementById("sp-key"), kc = key.getContext("2d");
-    const logmax = Math.log1p(lv.vmax);
+    const logmax = Math.log1p(vmax);
     kc.clearRect(0, 0, key.width, key.height);
     for (let i = 0; i < key.width; i++) {
       // 1 row per cell at the left end (the labels' "1"; white, 0 rows, is not on the key)
-      const t = Math.exp((i / (key.width - 1)) * Math.log(Math.max(lv.vmax, 1)));
+      const t = Math.exp((i / (key.width - 1)) * Math.log(Math.max(vmax, 1)));
       const a = Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(t) / logmax);
       kc.fillStyle = `rgba(51,51,51,${a})`; kc.fillRect(i, 0, 1, key.height);
     }
-    document.getElementById("sp-keytitle").textContent = `rows per cell (cell ${fmt(lv.cw)} x ${fmt(lv.ch)}); colour = classes mixed by count`;
-    document.getElementById("sp-keylabels").innerHTML = `<span>1</span><span>${Math.round(Math.sqrt(lv.vmax)).toLocaleString()}</span><span>${lv.vmax.toLocaleString()}</span>`;
+    document.getElementById("sp-keytitle").textContent = `rows per cell in view (cell ${fmt(lv.cw)} x ${fmt(lv.ch)}); colour = classes mixed by count`;
+    document.getElementById("sp-keylabels").innerHTML = `<span>1</span><span>${Math.round(Math.sqrt(vmax)).toLocaleString()}</span><span>${vmax.toLocaleString()}</span>`;
   }
 
   // the cell drawn under (px, py): its level, its place in the merged grid and the merging
@@ -527,7 +534,7 @@
 
   async function load() {
     levels = await Promise.all(M.levels.map(async (lv, l) => ({
-      l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cell: lv.cell, cw: lv.cell, ch: lv.cell, vmax: Math.max(1, lv.vmax),
+      l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cell: lv.cell, cw: lv.cell, ch: lv.cell,
       counts: new TYPED[lv.dtype](await inflate(lv.data)),
     })));
     const pts = M.points;
