@@ -289,17 +289,38 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None
     about a moved source, ``dropped_fix`` about a copy of a dropped one.
     """
     given: list = []
+    opened: dict = {}
+
+    def prefix_of(entry, rows):
+        # a held source that still lies where it was read, as recorded, is the witness of
+        # whether its first rows are a shorter source's (else the heads decide)
+        try:
+            there = _open_relocated(entry, entry["url"], holder, opened, False)
+            if (there.n_rows < int(entry["rows"])
+                    or there.fingerprint(int(entry["rows"])) != ledger.fingerprint_of(entry)):
+                return None
+            return there.fingerprint(rows)
+        except (ValueError, OSError):  # (StreamprojError is a ValueError)
+            return None
+
+    given_by_entry: dict = {}
+
+    def given_prefix(entry, rows):  # an earlier source given: open anyway
+        return given_by_entry[id(entry)].fingerprint(rows)
+
     for src in srcs:
         for entries, whose, how in (
                 (held, f"which {holder} holds (moved or copied?)", fix),
                 (dropped, f"which {holder} dropped before (forget, or its window)", dropped_fix)):
-            _refuse_if(ledger.same_rows(entries, src), src, whose, how)
-        _refuse_if(ledger.same_rows([e for _, e in given], src), src, "also given")
+            _refuse_if(ledger.same_rows(entries, src, prefix_of), src, whose, how)
         head = src.head()
         for other, _ in given:  # an earlier, longer one holding all of src's rows
             if head is not None and other.n_rows > src.n_rows and other.head() == head:
                 _refuse_if(ledger.same_rows([_entry_of(src)], other), other, "also given")
+        # (none did: an earlier, longer one with src's head is not a copy, read to be sure)
+        _refuse_if(ledger.same_rows([e for _, e in given], src, given_prefix), src, "also given")
         given.append((src, _entry_of(src)))
+        given_by_entry[id(given[-1][1])] = src
 
 
 def _refuse_if(same, src, whose, fix=None):
@@ -308,10 +329,15 @@ def _refuse_if(same, src, whose, fix=None):
         return
     # the first and last rows, shapes and dtypes agree: "looks like", not "is"
     rows = int(same["rows"])
-    what, of = ("has the same", "as") if rows == src.n_rows else ("starts with the", "of")
-    msg = (f"{src.spec} {what} {rows} rows (judged by the first and last 256, shape and "
-           f"dtypes) {of} "
-           f"{same['url']}, {whose}: its rows would be counted twice; "
+    if rows > src.n_rows:  # a copy cut short: judged by the first rows (and, where the held
+        # source could be read, the last of src's rows there)
+        what = (f"has the first {src.n_rows} of the {rows} rows (judged by the first 256 rows, "
+                f"the last ones too where that source can still be read, shape and dtypes) of")
+    else:
+        what = (f"{'has the same' if rows == src.n_rows else 'starts with the'} {rows} rows "
+                f"(judged by the first and last 256, shape and dtypes) "
+                f"{'as' if rows == src.n_rows else 'of'}")
+    msg = (f"{src.spec} {what} {same['url']}, {whose}: its rows would be counted twice; "
            f"{fix or 'give only one of them'}")
     raise SourceChangedError(msg)
 

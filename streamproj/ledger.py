@@ -121,30 +121,43 @@ def fingerprint_of(entry):
     return entry.get("fingerprint") or entry.get("edges")
 
 
-def same_rows(ledger, src):
+def same_rows(ledger, src, prefix_of=None):
     """An entry of ``ledger`` whose rows ``src`` holds under another name (all, or its first rows), or None.
 
     A source moved or copied to another path is a new key with the same rows
-    (and, if it grew since, more): merging it would count them twice. An entry
-    of as many rows is compared by fingerprint (first and last rows, shapes
-    and dtypes); one of fewer rows by its head (the first rows: from the
-    fingerprint a job reads anyway), then, only if the heads agree, by the
-    fingerprint of that prefix of ``src`` (its two edge chunks). Empty sources
-    are never the same rows; a copy that shrank is not recognised.
+    (and, if it grew since, more; or, cut short, fewer): merging it would
+    count them twice. An entry of as many rows is compared by fingerprint
+    (first and last rows, shapes and dtypes); one of fewer rows by its head
+    (the first rows: from the fingerprint a job reads anyway), then, only if
+    the heads agree, by the fingerprint of that prefix of ``src`` (its two
+    edge chunks). One of more rows with ``src``'s head may hold ``src`` as its
+    first rows: ``prefix_of(entry, rows)`` gives the fingerprint of that
+    entry's first ``rows`` rows read where it lies, or None where it cannot be
+    read as recorded (then the heads decide). Empty sources are never the same
+    rows.
     """
     rows, want = src.n_rows, key_of(src.key())
-    others = [e for e in ledger if key_of(e) != want and 0 < int(e["rows"]) <= rows]
+    others = [e for e in ledger if key_of(e) != want and int(e["rows"]) > 0]
     alike = [e for e in others if int(e["rows"]) == rows]
     if alike:
         mine = src.fingerprint(rows)
         same = next((e for e in alike if fingerprint_of(e) == mine), None)
         if same is not None:
             return same
-    shorter = [e for e in others if e.get("head") and int(e["rows"]) < rows]
-    if not shorter or src.head() is None:
+    head = src.head() if any(e.get("head") for e in others) else None
+    if head is None:
         return None
-    return next((e for e in shorter if e["head"] == src.head()
-                 and src.fingerprint(int(e["rows"])) == e.get("fingerprint")), None)
+    for e in others:
+        if e.get("head") != head or int(e["rows"]) == rows:
+            continue
+        if int(e["rows"]) < rows:
+            if src.fingerprint(int(e["rows"])) == e.get("fingerprint"):
+                return e
+            continue
+        theirs = prefix_of(e, rows) if prefix_of is not None else None
+        if theirs is None or theirs == src.fingerprint(rows):
+            return e
+    return None
 
 
 def same_source(ledger, entry):

@@ -425,6 +425,44 @@ def test_a_moved_or_copied_source_is_refused_not_merged_twice(days, capsys):
     assert (sp.load(b / "m").model_id_, store.open_output(b / "o.zarr").attrs.asdict()) == before
 
 
+def test_a_copy_cut_short_is_refused_and_a_different_source_with_the_same_head_is_not(days,
+                                                                                      capsys):
+    """A copy of a held source's first rows was merged again: its rows counted twice, silently."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr")
+    before = (sp.load(d / "m").model_id_, store.open_output(d / "o.zarr").attrs.asdict())
+    write_zarr(d / "head.zarr", X[:280], y[:280], chunk_rows=70)  # the first 280 of day-0's 300
+    short = r"head\.zarr has the first 280 of the 300 rows \(judged by the first 256 rows.*\) of "
+    with pytest.raises(SourceChangedError, match=short + r".*day-0\.zarr, which model .* holds"):
+        jobs.update_model(d / "m", d / "head.zarr")
+    with pytest.raises(SourceChangedError, match=short + r".*day-0\.zarr, which output .* holds"):
+        jobs.project_model(d / "m", [str(d / "head.zarr")], d / "o.zarr", mode="append")
+    (d / "job.toml").write_text(f'[input]\npaths = ["{d}/day-0.zarr", "{d}/head.zarr"]\n'
+                                f'[model]\npath = "{d}/m"\nmode = "auto"\n'
+                                f'[output]\npath = "{d}/o.zarr"\nmode = "append"\n')
+    assert main(["run", str(d / "job.toml")]) == 2
+    assert one_error_line(capsys).startswith(
+        f"streamproj: error: {d / 'head.zarr'} has the first 280 of the 300")
+    # given together, in either order (one is a copy of the other's first rows)
+    for order in ([d / "day-0.zarr", d / "head.zarr"], [d / "head.zarr", d / "day-0.zarr"]):
+        with pytest.raises(SourceChangedError, match=r"280 .*also given"):
+            jobs.fit_model([str(p) for p in order], d / "m2")
+    assert not (d / "m2").exists()
+    # the original moved away: the first 256 rows alone decide (nothing reads its last ones)
+    (d / "day-0.zarr").rename(d / "elsewhere.zarr")
+    with pytest.raises(SourceChangedError, match=short):
+        jobs.update_model(d / "m", d / "head.zarr")
+    (d / "elsewhere.zarr").rename(d / "day-0.zarr")
+    assert (sp.load(d / "m").model_id_, store.open_output(d / "o.zarr").attrs.asdict()) == before
+    # other rows after the same 256 first ones: read where the original lies, not a copy
+    other = np.concatenate([np.arange(256), 600 + np.arange(24)])
+    write_zarr(d / "same-head.zarr", X[other], y[other], chunk_rows=70)
+    jobs.update_model(d / "m", d / "same-head.zarr")
+    jobs.project_model(d / "m", [str(d / "same-head.zarr")], d / "o.zarr", mode="append")
+    assert_fit_on(d / "m", X[np.concatenate([rows(0), other])], y[np.concatenate([rows(0), other])])
+
+
 def test_a_copy_is_refused_by_every_path_before_anything_is_written(days, capsys, monkeypatch):
     """An output rewritten in a moved frame, and a nightly run whose output holds rows its model lacks."""
     d, X, y = days
