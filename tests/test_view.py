@@ -187,8 +187,8 @@ def test_a_cloud_widest_across_the_boundary_keeps_its_cells_within_the_memory():
     assert p.shape == (2048, 2048)
     z, label = source.blocks.arrays["z"], source.blocks.arrays["label"]
     limits = with_zero(class_spread_limits(z, label, reach=2.0, pad=0.2), 0)  # (the view's)
-    assert p.cell <= np.ptp(limits, axis=1).max() / 2048 * 8 / 7 * (1 + 1e-9)
-    edge = -p.extent[0, 0] / (p.cell * 256)
+    assert p.cell[0] <= np.ptp(limits, axis=1).max() / 2048 * 8 / 7 * (1 + 1e-9)
+    edge = -p.extent[0, 0] / (p.cell[0] * 256)
     assert abs(edge - round(edge)) < 1e-9  # 0 is a coarsest cell's edge, so every level's
 
 
@@ -207,7 +207,7 @@ def test_the_finest_grid_is_the_largest_that_fits_edges_included():
         assert np.all(lower <= extent[:, 0] + slack)
         assert np.all(lower + np.array([gx, gy]) * cell >= extent[:, 1] - slack)
         if edges[0] is not None:
-            edge = -lower[0] / (cell * (finest // coarsest))
+            edge = -lower[0] / (cell[0] * (finest // coarsest))
             assert abs(edge - round(edge)) < 1e-9
         # the finest that fits: twice as fine does not, nor this fine with no widened cells
         for f, how in [(2 * finest, "double"), (2 * finest, "cell")] + (
@@ -522,7 +522,7 @@ def test_a_cloud_far_from_the_boundary_keeps_its_resolution():
     assert p.extent[0, 1] - p.extent[0, 0] <= 2 * 4.0 + 1e-9  # at most one doubling
     assert p.extent[0, 0] <= 998.0
     assert p.extent[0, 1] >= 1002.0
-    coarse = p.cell * 32
+    coarse = p.cell[0] * 32
     assert abs(p.extent[0, 0] / coarse - round(p.extent[0, 0] / coarse)) < 1e-9
     assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # not a handful of cells
 
@@ -700,7 +700,7 @@ def _zoom_to_finest_cell(page, view, px):
     s = page.evaluate("window.streamproj.state().s")
     page.evaluate("(f) => { const r = window.streamproj.plotRect();"
                   " window.streamproj.zoom(f, r.l + r.w / 2, r.t + r.h / 2); }",
-                  px / (view.pyramid.cell * s))
+                  px / (view.pyramid.cell.min() * s))
 
 
 def test_browser_sampled_rows_only_where_cells_are_big_and_the_density_shows_through(
@@ -749,12 +749,22 @@ def test_notes_say_the_sample_is_not_proportional_when_it_thins(page_of):
     assert problems == []
 
 
+COLOURED_COLUMNS = """() => { const c = document.getElementById('sp-canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, seen = new Set();
+  for (let i = 0; i < d.length; i += 4) {
+    const r = d[i], b = d[i + 2];
+    if (b > r + 60 || r > b + 60 && d[i + 1] > b) seen.add((i / 4) % c.width);
+  }
+  return seen.size; }"""
+
+
 def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of, coin_view):
     view = coin_view
     page, problems = page_of(view)
     assert page.evaluate("window.streamproj.state().k") == 1  # equal aspect by default
     s0 = page.evaluate("window.streamproj.state().s")
     equal = page.evaluate(PIXELS)
+    equal_columns = page.evaluate(COLOURED_COLUMNS)
     assert "equal" in page.inner_text("#sp-stretch")
     assert "x" in page.get_attribute("#sp-stretch", "title")  # its key
     page.click("#sp-stretch")
@@ -765,8 +775,8 @@ def test_browser_stretch_fills_the_width_with_a_coin_and_says_so(page_of, coin_v
     assert state["aspect"].startswith(note)  # drawn on the canvas
     assert f"stretched {state['k']:.1f}x" in page.inner_text("#sp-stretch")
     assert note in page.inner_text("#sp-status")
-    stretched = page.evaluate(PIXELS)
-    assert stretched["ink"] > 3 * equal["ink"]
+    # the coin is drawn across most of the width: columns holding a class's colour
+    assert page.evaluate(COLOURED_COLUMNS) > 4 * equal_columns
     # the hover still reads the cell under the cursor, by its own edges
     box = page.locator("#sp-canvas").bounding_box()
     levels = view.pyramid.levels()
@@ -835,8 +845,63 @@ def test_browser_stretched_cells_are_about_square_on_screen_and_hover_their_coun
             shown = page.eval_on_selector_all("#sp-tip td[data-count]",
                                               "els => els.map(e => +e.dataset.count)")
             assert shown == sorted((v for v in hover["counts"] if v), reverse=True)
-    page.keyboard.press("x")  # equal aspect: the levels' own cells, unmerged
-    assert page.evaluate("window.streamproj.state().merge") == [1, 1]
+    page.keyboard.press("x")  # equal aspect: the coin's cells (finer across it) merged along x
+    state = page.evaluate("window.streamproj.state()")
+    w, h = state["cellPx"]
+    assert 0.5 <= w / h <= 2, state
+    assert state["merge"][1] == 1, state
+    assert problems == []
+
+
+def _needle_source(n=20_000, thin=1e-4):
+    """Two classes ``1 / thin`` times as long along z[1] as across z[0] (features in units apart)."""
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(5)
+    label = rng.integers(0, 2, size=n)
+    z = rng.normal(size=(n, 2)) * (3.0 * thin, 3.0)
+    z[:, 0] += (label - 0.5) * thin
+    return Source(Blocks({"z": z, "label": label}), np.array([0, 1]), np.eye(2), np.zeros(2),
+                  np.array([[1.0, 0.0]]), np.zeros(1), ["z0", "z1"], "needle", "model", "y")
+
+
+def test_a_cloud_ten_thousand_times_thinner_than_long_gets_cells_across_it():
+    # cells were square: across z[0] the cloud met 1 or 2 columns of them, at any zoom
+    source = _needle_source()
+    view = build_view(source)
+    p = view.pyramid
+    assert p.counts.size <= MAX_COUNTS
+    assert p.counts.sum() + p.outside == 20_000
+    occupied = np.count_nonzero(p.counts.sum(axis=(0, 2)))
+    assert occupied > 300, occupied
+    assert p.cell[1] / p.cell[0] >= 2**10  # finer across by a power of two
+    edge = -p.extent[0, 0] / (p.cell[0] * p.shape[0] / 2 ** (p.n_levels - 1))
+    assert abs(edge - round(edge)) < 1e-6  # z[0] = 0 still a coarsest cell's edge
+    # every level still counts its rows exactly
+    z, label = source.blocks.arrays["z"], source.blocks.arrays["label"]
+    (x0, x1), (y0, y1) = p.extent
+    for lv in p.levels()[::3]:
+        _, gx, gy = lv.shape
+        ref = np.histogram2d(z[label == 1, 0], z[label == 1, 1],
+                             bins=(np.linspace(x0, x1, gx + 1), np.linspace(y0, y1, gy + 1)))[0]
+        np.testing.assert_array_equal(lv[1], ref)
+
+
+def test_browser_a_needle_of_a_cloud_stretched_fills_the_plot_with_square_cells(page_of):
+    view = build_view(_needle_source())
+    page, problems = page_of(view)
+    page.click("#sp-stretch")
+    state = page.evaluate("window.streamproj.state()")
+    assert state["k"] > 1000
+    w, h = state["cellPx"]
+    assert 0.5 <= w / h <= 2, state  # square on screen
+    assert min(w, h) < 8, state  # and small
+    r = page.evaluate("window.streamproj.plotRect()")
+    dpr = page.evaluate("window.devicePixelRatio")
+    assert page.evaluate(COLOURED_COLUMNS) > 0.5 * r["w"] * dpr  # both classes, side by side
+    px = page.evaluate(PIXELS)
+    assert px["orange"] > 2000
+    assert px["blue"] > 2000
     assert problems == []
 
 

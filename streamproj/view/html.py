@@ -68,14 +68,14 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
             break
         used += len(blob)
         _, gx, gy = counts.shape
-        cell = pyramid.cell * 2.0 ** (len(levels) - 1 - depth)
-        encoded.append({"gx": gx, "gy": gy, "cell": cell, "dtype": dtype, "data": blob})
+        cw, ch = (float(c) for c in pyramid.cell * 2.0 ** (len(levels) - 1 - depth))
+        encoded.append({"gx": gx, "gy": gy, "cw": cw, "ch": ch, "dtype": dtype, "data": blob})
     points = {"count": int(order.size), "xy": points_blobs[0], "bucket": points_blobs[1],
               "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile}
     payload = dict(meta)
     payload.update({
         "extent": pyramid.extent.tolist(),
-        "cell": pyramid.cell,
+        "cell": pyramid.cell.tolist(),
         "levels": encoded,
         "levels_built": len(levels),
         "points": points,

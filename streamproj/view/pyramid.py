@@ -66,12 +66,16 @@ def _pow2_at_least(v):
 
 
 def grid(extent, finest, coarsest=8, edges=(None, None), widen="double"):
-    """The finest grid of a :class:`Pyramid` over ``extent``: ``(lower (2,), (gx, gy), cell)``.
+    """The finest grid of a :class:`Pyramid` over ``extent``: ``(lower (2,), (gx, gy), cell (2,))``.
 
-    Square cells, ``finest`` along the longer side, a power of two on each
-    side, at least two coarsest cells a side, each of ``edges`` a cell edge
-    at every level (see :class:`Pyramid`). Nothing is allocated: the pass's
-    memory can be sized from it first.
+    ``finest`` cells along the longer side, a power of two on each side, at
+    least two coarsest cells a side, each of ``edges`` a cell edge at every
+    level (see :class:`Pyramid`). Cells are square unless one side is so
+    much shorter than the other that its least cells would hold it many
+    times over: its cells are then finer by a power of two, until it spans
+    them (the same memory; a cloud 10^4 times thinner than long has cells
+    across it, which the page's stretch shows). Nothing is allocated: the
+    pass's memory can be sized from it first.
 
     Where an edge moves the grid's start down so far that its end falls short
     of the extent's, ``widen="double"`` doubles the cells on that side (twice
@@ -81,27 +85,31 @@ def grid(extent, finest, coarsest=8, edges=(None, None), widen="double"):
     """
     extent = np.asarray(extent, dtype=np.float64)
     spans = extent[:, 1] - extent[:, 0]
-    cell = spans.max() / finest
-    # at least two cells a side at the coarsest level: every level's cells stay square
-    # (the page draws one cell size for both axes)
+    square = spans.max() / finest
+    # at least two cells a side at the coarsest level (a side is never less)
     least = 2 * max(1, finest // coarsest)
-    shape = [max(_pow2_at_least(s / cell), least) for s in spans]
+    cell = np.full(2, square)
+    for a in range(2):
+        finer = least * square / spans[a] if spans[a] > 0 else 1.0
+        if finer >= 2:  # the short side's least cells would hold it twice over or more
+            cell[a] = square / 2.0 ** np.floor(np.log2(finer))
+    shape = [max(_pow2_at_least(s / c), least) for s, c in zip(spans, cell, strict=True)]
     per_coarse = finest // coarsest  # finest cells in a coarsest one
     if widen == "cell":
         for a, edge in enumerate(edges):
             if edge is not None:  # (shape >= least >= 2 per_coarse: the divisor is positive)
-                cell = max(cell, spans[a] / (shape[a] - per_coarse))
+                cell[a] = max(cell[a], spans[a] / (shape[a] - per_coarse))
     centre = extent.mean(axis=1)
     lower = centre - np.array(shape) * cell / 2
-    coarse = cell * per_coarse  # the coarsest level's cell
     for a, edge in enumerate(edges):
         if edge is None:
             continue
+        coarse = cell[a] * per_coarse  # the coarsest level's cell along this axis
         # a whole number of coarsest cells from ``edge``: it is a cell edge at every level.
         # The highest such start at or below the extent's (not the centred grid's, which can
         # sit a coarsest cell lower and push the end out: twice the cells, twice the memory)
         lower[a] = edge + np.floor((extent[a, 0] - edge) / coarse) * coarse
-        if lower[a] + shape[a] * cell < extent[a, 1]:  # the end left out: twice the cells
+        if lower[a] + shape[a] * cell[a] < extent[a, 1]:  # the end left out: twice the cells
             shape[a] *= 2
     return lower, (shape[0], shape[1]), cell
 
@@ -132,15 +140,15 @@ def finest_within(extent, n_buckets, max_counts, edges=(None, None), coarsest_of
 
 
 class Pyramid:
-    """Counts per class on a pyramid of square-celled grids over ``extent``.
+    """Counts per class on a pyramid of grids over ``extent`` (cells as :func:`grid` lays them).
 
     Parameters
     ----------
     classmap : ClassMap
     extent : ndarray (2, 2)
-        ((x0, x1), (y0, y1)) wanted; widened about its centre so that cells
-        are square, the finest grid is a power of two on each side, and the
-        coarsest level has at least two cells a side.
+        ((x0, x1), (y0, y1)) wanted; widened about its centre so that the
+        finest grid is a power of two on each side, and the coarsest level
+        has at least two cells a side.
     edges : (float or None, float or None)
         A value per axis that must be a cell edge at every level (the
         boundary ``z[0] = 0``): on that axis the grid starts a whole number
@@ -168,7 +176,7 @@ class Pyramid:
         lower, shape, cell = grid(extent, finest, coarsest, edges, widen)
         self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
         self.shape = shape  # finest (gx, gy)
-        self.cell = cell
+        self.cell = cell  # finest (width, height)
         self.n_levels = int(np.log2(finest // coarsest)) + 1
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
@@ -184,9 +192,9 @@ class Pyramid:
         window = self.extent if window is None else np.asarray(window, dtype=np.float64)
         self._window = []
         for a in range(2):
-            first = int(np.clip(np.floor((window[a, 0] - self.extent[a, 0]) / cell), 0,
+            first = int(np.clip(np.floor((window[a, 0] - self.extent[a, 0]) / cell[a]), 0,
                                 shape[a] - 1))
-            last = int(np.clip(np.ceil((window[a, 1] - self.extent[a, 0]) / cell), first + 1,
+            last = int(np.clip(np.ceil((window[a, 1] - self.extent[a, 0]) / cell[a]), first + 1,
                                shape[a]))
             self._window.append((first, (tiles << 32) // (last - first)))
         self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)

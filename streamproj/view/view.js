@@ -52,25 +52,26 @@
     return [view.cx + (px - r.l - r.w / 2) / (view.s * view.k), view.cy - (py - r.t - r.h / 2) / view.s];
   }
 
-  // screen pixels of a level's cell's shorter side (cells are square in data units)
-  function cellPx(cs) { return cs * view.s * Math.min(1, view.k); }
+  // screen pixels of a grid's cell's shorter side (a cell is cw x ch in data units)
+  function cellPx(g) { return Math.min(g.cw * view.s * view.k, g.ch * view.s); }
 
-  // What is drawn: level l's cells merged mx along x or my along y. With x stretched k times
-  // against y, 2^round(log2 k) cells merged along y (or, squeezed, along x) are about square
-  // on screen; then the finest level whose merged cells are a device pixel a side (choosing
-  // the level by the cells' shorter side alone drew them a pixel tall and k wide: streaks).
-  // Equal aspect: no merging, the finest level whose cells are a pixel a side.
+  // What is drawn: level l's cells merged mx along x or my along y. A cell's sides on screen
+  // differ by the stretch (x drawn k times y) and by its own shape (a thin cloud's cells are
+  // finer across it): 2^round(log2 ratio) cells merged along the shorter side are about
+  // square; then the finest level whose merged cells are a device pixel a side (choosing the
+  // level by the cells' shorter side alone drew them a pixel tall and k wide: streaks).
   function choose() {
     const px = view.s * view.k * dpr, py = view.s * dpr;
-    const m = 2 ** Math.round(Math.log2(Math.max(px, py) / Math.min(px, py)));
+    const sx = levels[0].cw * px, sy = levels[0].ch * py;  // (every level's ratio)
+    const m = 2 ** Math.round(Math.log2(Math.max(sx, sy) / Math.min(sx, sy)));
     // at most a coarsest cell's worth (2^l along each side at level l): its edges, z[0] = 0
     // among them for two classes, stay edges, so no merged cell mixes the two sides
-    const merge = (lv) => ({ mx: px < py ? Math.min(m, lv.gx / levels[0].gx) : 1,
-      my: py < px ? Math.min(m, lv.gy / levels[0].gy) : 1 });
+    const merge = (lv) => ({ mx: sx < sy ? Math.min(m, lv.gx / levels[0].gx) : 1,
+      my: sy < sx ? Math.min(m, lv.gy / levels[0].gy) : 1 });
     let best = { l: 0, ...merge(levels[0]) };
     for (let l = 1; l < levels.length; l++) {
-      const { mx, my } = merge(levels[l]), cs = levels[l].cell;
-      if (Math.min(cs * mx * px, cs * my * py) >= 1) best = { l, mx, my };
+      const { mx, my } = merge(levels[l]), lv = levels[l];
+      if (Math.min(lv.cw * mx * px, lv.ch * my * py) >= 1) best = { l, mx, my };
     }
     return best;
   }
@@ -94,7 +95,7 @@
         for (let iy = 0; iy < lv.gy; iy++) counts[to + (iy >> sy)] += src[from + iy];
       }
     }
-    const g = { l, mx, my, gx, gy, cw: lv.cell * mx, ch: lv.cell * my, counts };
+    const g = { l, mx, my, gx, gy, cw: lv.cw * mx, ch: lv.ch * my, counts };
     if (merged.size >= 4) merged.delete(merged.keys().next().value);
     merged.set(key, g);
     return g;
@@ -190,7 +191,7 @@
       ctx.imageSmoothingEnabled = false;
       ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cw * view.s * view.k, ny * ch * view.s);
     }
-    drawPoints(li);
+    drawPoints(li, lv);
     boundaryKey(drawBoundary(r));
     ctx.restore();
     drawAxes(r);
@@ -211,10 +212,10 @@
   // small dots that leave the cells visible, and at most POINTS_CAP at once.
   const POINTS_FROM = 8, POINTS_CAP = 2000, DOT = 1.3;
   let pointsShown = 0, pointsInView = 0, drawnPoints = [], pointsOn = true;
-  function drawPoints(li) {
+  function drawPoints(li, g) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
     if (!points || !pointsOn || li < levels.length - 1) return;
-    const fine = cellPx(levels[li].cell);
+    const fine = cellPx(g);
     if (fine < POINTS_FROM) return;
     const r = plotRect(), inView = [];
     for (let p = 0; p < points.count; p++) {
@@ -414,9 +415,9 @@
     if (c.counts) {
       // edges as multiples of the cell from the extent's corner; one within rounding of 0
       // (the boundary is a cell edge) reads 0, not 1e-16
-      const edge = (v) => (Math.abs(v) < 1e-9 * c.cell ? 0 : v);
-      const x = edge(x0 + c.ix * c.cell), y = edge(y0 + c.iy * c.cellY);
-      html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cellY))}<table>`;
+      const edge = (v, w) => (Math.abs(v) < 1e-9 * w ? 0 : v);
+      const x = edge(x0 + c.ix * c.cell, c.cell), y = edge(y0 + c.iy * c.cellY, c.cellY);
+      html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell, c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cellY, c.cellY))}<table>`;
       // the classes present in the cell, largest first (a cell of 200 classes holds a few)
       const present = [];
       c.counts.forEach((v, k) => { if (v) present.push(k); });
@@ -534,7 +535,7 @@
 
   async function load() {
     levels = await Promise.all(M.levels.map(async (lv, l) => ({
-      l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cell: lv.cell, cw: lv.cell, ch: lv.cell,
+      l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cw: lv.cw, ch: lv.ch,
       counts: new TYPED[lv.dtype](await inflate(lv.data)),
     })));
     const pts = M.points;
@@ -558,7 +559,7 @@
 
   api.state = () => {
     const { l, mx, my } = choose();
-    const cs = levels[l].cell, cellPx = [cs * mx * view.s * view.k, cs * my * view.s];  // on screen
+    const lv = levels[l], cellPx = [lv.cw * mx * view.s * view.k, lv.ch * my * view.s];  // on screen
     return { ...view, level: l, merge: [mx, my], cellPx, levels: levels.length, hidden: hidden.slice(), pointsShown,
       pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote(), boundaryDrawn };
   };
