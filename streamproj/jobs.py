@@ -220,6 +220,15 @@ def _open_changed(inputs, x, y, features, label, require_y, allow_missing_chunks
     return open_inputs(keep, x, y, None, None, require_y, allow_missing_chunks), skipped
 
 
+def _held_by_model(meta):
+    """The model's ledger entries a store may be left unopened for: held, or dropped before.
+
+    A dropped one (``evicted_sources``: forget, or the window) carries the
+    time it was dropped, by which its report says "evicted before".
+    """
+    return [*(meta.get("sources") or []), *meta.get("evicted_sources", [])]
+
+
 def _held_unchanged(url, x, y, ledgers):
     """Each ledger's entry for the Zarr store ``url`` if every ledger holds it unchanged, else None."""
     if not _looks_zarr(url):
@@ -724,8 +733,9 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     clock = _Clock()
     with clock("open"):
         meta = store.read_model_meta(model_path)
-        # (--verify reads every held source again: they are all opened)
-        held = [meta.get("sources") or []] if meta and not verify else []
+        # (--verify reads every held source again: they are all opened). A store the model
+        # dropped (forget, its window) is held too: it is not merged again, opened or not
+        held = [_held_by_model(meta)] if meta and not verify else []
         srcs, skipped = _open_changed(inputs, x, y, features, label, True, allow_missing_chunks,
                                       _model_columns(meta), held)
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path))
@@ -793,8 +803,9 @@ def _plan_update(model_path, srcs, verify, progress, clock, skipped=()):
         with clock("verify"):
             _verify_rows(old, src, entry, known, progress)
     for at, (entry, *_) in skipped:  # in ascending places: each lands where it was matched
-        reports.insert(at, {"url": entry["url"], "status": "skipped", "rows_merged": 0,
-                            "rows_skipped": int(entry["rows"])})
+        reports.insert(at, {"url": entry["url"],
+                            "status": "evicted before" if "evicted" in entry else "skipped",
+                            "rows_merged": 0, "rows_skipped": int(entry["rows"])})
     # the listings before the rows are read (see ledger.record)
     listings = {id(src): ledger.stamp(src) for src, _, _ in work}
     return {"record": record, "skipped": len(skipped), "summaries": summaries, "old": old,
@@ -875,9 +886,9 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, b
 
 
 def _named(srcs, skipped):
-    """The sources of a message: those opened, and how many more were held unchanged."""
+    """The sources of a message: those opened, and how many more were left unopened."""
     named = ", ".join(s.spec for s in srcs)
-    return f"{named} and {skipped} more held unchanged" if skipped else named
+    return f"{named} and {skipped} more unchanged (not opened)" if skipped else named
 
 
 def _refuse_unsourced(rows, model_path, what):
@@ -1172,7 +1183,10 @@ def relocate_sources(model_path, old, new, outputs=(), verify=False, allow_missi
                     with _relocating(entry, src):
                         _verify_rows(model, src, entry, kernels, False)
             renamed = [(e, ledger.relocated(e, old_url, new_url)) for e in evicted]
-            gone = [{**e, "url": url} if url else e for e, url in renamed]
+            # a dropped source's listing at its new place (its rows are never merged again, so
+            # nothing is read): a nightly run leaves it unopened while an output holds it too
+            gone = [{**e, "url": url, "stamp": sources.listing_digest(url, e.get("kind", "zarr"))}
+                    if url else e for e, url in renamed]
             plans = [(out, state, *_relocate_ledger(state["attrs"]["sources"], old_url, new_url,
                                                     f"output {out}", opened, allow_missing_chunks,
                                                     f"rewrite {out} with --overwrite"))
@@ -1872,8 +1886,8 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
     if state is not None and state["frame"] is not None and state["attrs"].get("sources"):
         with clock("open"):
             meta = store.read_model_meta(mod.path)
-            # held unchanged by the model and by OUT: not opened
-            held = [meta.get("sources") or [], state["attrs"]["sources"]] if meta else []
+            # held unchanged by the model (or dropped by it) and by OUT: not opened
+            held = [_held_by_model(meta), state["attrs"]["sources"]] if meta else []
             srcs, skipped = _open_changed(inp.paths, inp.x, inp.y, inp.features, inp.label, True,
                                           inp.allow_missing_chunks, _model_columns(meta), held)
         store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", mod.path),

@@ -720,7 +720,7 @@ def test_a_nightly_run_lists_each_source_once_and_opens_only_what_changed(days, 
     opened.clear()
     assert main(["run", str(_config(d, 90.0)), "--json"]) == 0  # nothing new: the last is opened
     assert opened == [str((d / "day-3.zarr").resolve())]
-    assert "day-3.zarr and 3 more held unchanged: all 1200 rows were merged before" in \
+    assert "day-3.zarr and 3 more unchanged (not opened): all 1200 rows were merged before" in \
         json.loads(capsys.readouterr().out)["steps"][0]["message"]
     # and a source changed since is still caught by its listing and fingerprint
     g = zarr.open_group(str(d / "day-1.zarr"), mode="a")
@@ -914,6 +914,39 @@ def _opened(monkeypatch):
     return opened, read
 
 
+def test_a_nightly_window_leaves_the_stores_it_dropped_unopened(days, monkeypatch, capsys):
+    # keep_last = 2 and an output that keeps every row: each store the model dropped was opened
+    # every night from then on (both ledgers must hold a store to leave it shut, and the model's
+    # dropped ones did not count), so a night's cost grew with the days
+    d, X, y = days
+    (d / "data").mkdir()
+    job = d / "job.toml"
+    job.write_text('[input]\npaths = ["data/day-*.zarr"]\n[model]\npath = "m"\nkeep_last = 2\n'
+                   '[output]\npath = "o.zarr"\nmode = "append"\n')
+    monkeypatch.chdir(d)
+    for night in range(5):
+        (d / f"day-{night}.zarr").rename(d / "data" / f"day-{night}.zarr")
+        opened, read = _opened(monkeypatch)
+        assert main(["run", str(job), "--json"]) == 0
+        steps = json.loads(capsys.readouterr().out)["steps"]
+        if night == 0:  # (fitted and projected: two steps)
+            continue
+        newest = str(d.resolve() / "data" / f"day-{night}.zarr")
+        assert opened == [newest]  # the new store alone, whatever the model dropped before
+        assert read == {"file://" + newest}
+        assert [r["status"] for r in steps[0]["sources"]] == (
+            ["evicted before"] * max(0, night - 2) + ["skipped"] * min(night, 2) + ["merged"])
+        assert [r["rows_written"] for r in steps[1]["sources"]] == [0] * night + [300]
+    assert_fit_on(d / "m", X[rows(3, 4)], y[rows(3, 4)])
+    assert store.open_output(d / "o.zarr")["projection"].shape[0] == 1500
+    # a dropped store that changed since is opened again (and, dropped, still not merged)
+    write_zarr(d / "data" / "day-0.zarr", X[rows(0)][::-1], y[rows(0)][::-1], chunk_rows=80)
+    opened, _ = _opened(monkeypatch)
+    assert main(["run", str(job)]) == 2  # OUT holds day-0's rows, which changed
+    assert str(d.resolve() / "data" / "day-0.zarr") in opened
+    assert "day-0.zarr" in one_error_line(capsys)
+
+
 def test_a_moved_folder_of_zarr_stores_is_relocated_and_the_nightly_run_skips_it(days, monkeypatch,
                                                                                 capsys):
     d, X, y = days
@@ -979,8 +1012,8 @@ def test_a_moved_folder_of_zarr_stores_is_relocated_and_the_nightly_run_skips_it
     opened, read = _opened(monkeypatch)
     assert main(["run", str(job), "--json"]) == 0
     steps = json.loads(capsys.readouterr().out)["steps"]
-    # (day-0, which the model dropped, is opened as ever: only one held by both is left shut)
-    assert opened == [str(d.resolve() / "archive" / f"day-{i}.zarr") for i in (0, 3)]
+    # (day-0, which the model dropped and OUT holds, is left shut too)
+    assert opened == [str(d.resolve() / "archive" / "day-3.zarr")]
     assert read == {"file://" + str(d.resolve() / "archive" / "day-3.zarr")}
     assert [r["status"] for r in steps[0]["sources"]] == ["evicted before", "skipped", "skipped",
                                                           "merged"]
