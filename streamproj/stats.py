@@ -1501,9 +1501,9 @@ def _merge(a, b, partial=False):
             _shift_moments_in_place(n_side, m2, m21, m22, e)
             own = [m2, m21, m22]
             moments.append(own)
-        for mine, theirs in zip(*moments, strict=True):
-            if mine is not None:
-                mine += theirs
+        for into, added in zip(*moments, strict=True):
+            if into is not None:
+                into += added
         scatter, m21, m22 = moments[0]
         _symmetrize_in_place(scatter)
         if fourth:

@@ -35,3 +35,16 @@ def test_every_mutation_of_the_mutation_check_still_finds_its_text():
     stale = [name for name, path, text, _ in module.MUTATIONS
              if (root / path).read_text().count(text) != 1]
     assert stale == []
+
+
+def test_the_merge_benchmark_runs_and_reports_each_detail(tmp_path):
+    """scripts/bench_merge.py on tiny partials: one row per (K, detail), no timing asserted."""
+    script = SCRIPT.parent / "bench_merge.py"
+    proc = subprocess.run([sys.executable, str(script), "--classes", "1,3", "--features", "64",
+                           "--rows", "200", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if re.match(r"\| \d+ \| ", line)]
+    assert [r.split("|")[1:3] for r in rows] == [[" 1 ", " per_class "], [" 1 ", " fourth "],
+                                                  [" 3 ", " per_class "], [" 3 ", " fourth "]]
+    assert all(float(r.split("|")[4]) < 6 for r in rows)  # peak extra (13 before), (K, p, p) arrays
