@@ -302,9 +302,10 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None
 
     def prefix_of(entry, rows):
         # a held source that still lies where it was read, as recorded, is the witness of
-        # whether its first rows are a shorter source's (else the heads decide)
+        # whether its first rows are a shorter source's (missing chunks read as fill values:
+        # it may have been merged so, and one that changed since fails its fingerprint)
         try:
-            there = _open_relocated(entry, entry["url"], holder, opened, False)
+            there = _open_relocated(entry, entry["url"], holder, opened, True)
             if (there.n_rows < int(entry["rows"])
                     or there.fingerprint(int(entry["rows"])) != ledger.fingerprint_of(entry)):
                 return None
@@ -340,8 +341,8 @@ def _refuse_if(same, src, whose, fix=None):
     rows = int(same["rows"])
     if rows > src.n_rows:  # a copy cut short: judged by the first rows (and, where the held
         # source could be read, the last of src's rows there)
-        what = (f"has the first {src.n_rows} of the {rows} rows (judged by the first 256 rows, "
-                f"the last ones too where that source can still be read, shape and dtypes) of")
+        what = (f"has the first {src.n_rows} of the {rows} rows (judged by its first and last "
+                f"256 rows, read again there, shape and dtypes) of")
     else:
         what = (f"{'has the same' if rows == src.n_rows else 'starts with the'} {rows} rows "
                 f"(judged by the first and last 256, shape and dtypes) "

@@ -133,7 +133,9 @@ def same_rows(ledger, src, prefix_of=None):
     edge chunks). One of more rows with ``src``'s head may hold ``src`` as its
     first rows: ``prefix_of(entry, rows)`` gives the fingerprint of that
     entry's first ``rows`` rows read where it lies, or None where it cannot be
-    read as recorded (then the heads decide). Empty sources are never the same
+    read as recorded; only an equal one counts (the first 256 rows alone are
+    no proof: daily files may all start with the same reference rows, and the
+    held one may be deleted once merged). Empty sources are never the same
     rows.
     """
     rows, want = src.n_rows, key_of(src.key())
@@ -155,7 +157,7 @@ def same_rows(ledger, src, prefix_of=None):
                 return e
             continue
         theirs = prefix_of(e, rows) if prefix_of is not None else None
-        if theirs is None or theirs == src.fingerprint(rows):
+        if theirs is not None and theirs == src.fingerprint(rows):
             return e
     return None
 

@@ -714,9 +714,11 @@ def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
 
 
 def merge_partials(a: ClassStats, b: ClassStats) -> ClassStats:
-    """``a + b`` of two pass-1 partials, in ``a``'s memory: ``a`` must not be used afterwards.
+    """``a + b`` of two pass-1 partials, in ``a``'s memory: neither may be used afterwards.
 
     Only the upper triangle of the result's ``within`` is right, as in its parts.
+    Per-class moments ("per_class", "fourth") are re-centred in each part's own
+    memory, ``b``'s too (pass 1's partials have this merge as their one consumer).
     """
     return _merge(a, b, partial=True)
 

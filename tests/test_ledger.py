@@ -433,7 +433,7 @@ def test_a_copy_cut_short_is_refused_and_a_different_source_with_the_same_head_i
     jobs.project_model(d / "m", [str(d / "day-0.zarr")], d / "o.zarr")
     before = (sp.load(d / "m").model_id_, store.open_output(d / "o.zarr").attrs.asdict())
     write_zarr(d / "head.zarr", X[:280], y[:280], chunk_rows=70)  # the first 280 of day-0's 300
-    short = r"head\.zarr has the first 280 of the 300 rows \(judged by the first 256 rows.*\) of "
+    short = r"head\.zarr has the first 280 of the 300 rows \(judged by its first and last 256.*\) of "
     with pytest.raises(SourceChangedError, match=short + r".*day-0\.zarr, which model .* holds"):
         jobs.update_model(d / "m", d / "head.zarr")
     with pytest.raises(SourceChangedError, match=short + r".*day-0\.zarr, which output .* holds"):
@@ -449,18 +449,40 @@ def test_a_copy_cut_short_is_refused_and_a_different_source_with_the_same_head_i
         with pytest.raises(SourceChangedError, match=r"280 .*also given"):
             jobs.fit_model([str(p) for p in order], d / "m2")
     assert not (d / "m2").exists()
-    # the original moved away: the first 256 rows alone decide (nothing reads its last ones)
-    (d / "day-0.zarr").rename(d / "elsewhere.zarr")
-    with pytest.raises(SourceChangedError, match=short):
-        jobs.update_model(d / "m", d / "head.zarr")
-    (d / "elsewhere.zarr").rename(d / "day-0.zarr")
     assert (sp.load(d / "m").model_id_, store.open_output(d / "o.zarr").attrs.asdict()) == before
     # other rows after the same 256 first ones: read where the original lies, not a copy
     other = np.concatenate([np.arange(256), 600 + np.arange(24)])
     write_zarr(d / "same-head.zarr", X[other], y[other], chunk_rows=70)
     jobs.update_model(d / "m", d / "same-head.zarr")
     jobs.project_model(d / "m", [str(d / "same-head.zarr")], d / "o.zarr", mode="append")
-    assert_fit_on(d / "m", X[np.concatenate([rows(0), other])], y[np.concatenate([rows(0), other])])
+    merged = np.concatenate([rows(0), other])
+    assert_fit_on(d / "m", X[merged], y[merged])
+    # the original deleted once merged (as the window lets one): the first 256 rows alone prove
+    # nothing (daily files may all start with the same reference rows), so a source starting
+    # so merges; a copy cut short of a deleted source is not recognised (README: Limits)
+    shutil.rmtree(d / "day-0.zarr")
+    again = np.concatenate([np.arange(256), 900 + np.arange(30)])
+    write_zarr(d / "next.zarr", X[again], y[again], chunk_rows=70)
+    jobs.update_model(d / "m", d / "next.zarr")
+    assert_fit_on(d / "m", X[np.concatenate([merged, again])], y[np.concatenate([merged, again])])
+
+
+def test_a_copy_cut_short_of_a_store_merged_with_missing_chunks_is_judged_as_it_was_read(days):
+    # the witness was opened refusing missing chunks: it could not be read, and the first 256
+    # rows alone refused a different source
+    d, X, y = days
+    next(p for p in sorted((d / "day-0.zarr" / "X").rglob("*")) if p.is_file()
+         and p.name != "zarr.json" and "c" in p.parts[-3:]).unlink()  # a chunk of X lost
+    jobs.fit_model(d / "day-0.zarr", d / "m", allow_missing_chunks=True)
+    held = zarr.open_group(str(d / "day-0.zarr"), mode="r")
+    Xh, yh = held["X"][:], held["y"][:]  # as merged: the lost chunk read as its fill value
+    write_zarr(d / "cut.zarr", Xh[:280], yh[:280], chunk_rows=70)
+    with pytest.raises(SourceChangedError, match=r"cut\.zarr has the first 280 of the 300"):
+        jobs.update_model(d / "m", d / "cut.zarr", allow_missing_chunks=True)
+    other = np.concatenate([Xh[:256], X[900:924]]), np.concatenate([yh[:256], y[900:924]])
+    write_zarr(d / "same-head.zarr", *other, chunk_rows=70)
+    jobs.update_model(d / "m", d / "same-head.zarr", allow_missing_chunks=True)
+    assert sp.load(d / "m").stats_.n_samples == 300 + 280
 
 
 def test_a_copy_is_refused_by_every_path_before_anything_is_written(days, capsys, monkeypatch):

@@ -88,13 +88,16 @@ def grid(extent, finest, coarsest=8, edges=(None, None), widen="double"):
     square = spans.max() / finest
     # at least two cells a side at the coarsest level (a side is never less)
     least = 2 * max(1, finest // coarsest)
+    per_coarse = finest // coarsest  # finest cells in a coarsest one
     cell = np.full(2, square)
     for a in range(2):
-        finer = least * square / spans[a] if spans[a] > 0 else 1.0
-        if finer >= 2:  # the short side's least cells would hold it twice over or more
+        # an edge moves the side's start down by less than a coarsest cell: its finer cells
+        # leave that room, so the side keeps its least cells rather than doubling them
+        room = least - (per_coarse if edges[a] is not None else 0)
+        finer = min(room * square / spans[a], 2.0**52) if spans[a] > 0 else 1.0
+        if finer >= 2:  # the short side's cells would hold it twice over or more
             cell[a] = square / 2.0 ** np.floor(np.log2(finer))
     shape = [max(_pow2_at_least(s / c), least) for s, c in zip(spans, cell, strict=True)]
-    per_coarse = finest // coarsest  # finest cells in a coarsest one
     if widen == "cell":
         for a, edge in enumerate(edges):
             if edge is not None:  # (shape >= least >= 2 per_coarse: the divisor is positive)
