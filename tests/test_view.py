@@ -1,5 +1,6 @@
 """The interactive HTML view: its pyramid and sample, its size bound, and a real browser."""
 
+import itertools
 import shutil
 import warnings
 from pathlib import Path
@@ -911,6 +912,14 @@ def test_browser_a_needle_of_a_cloud_stretched_fills_the_plot_with_square_cells(
     px = page.evaluate(PIXELS)
     assert px["orange"] > 2000
     assert px["blue"] > 2000
+    # the x axis's labels (-5.00e-4 and the like) inside the canvas and apart: the last one was
+    # cut at the canvas's edge
+    labels = page.evaluate("window.streamproj.xTickLabels")
+    width = page.evaluate("document.getElementById('sp-canvas').getBoundingClientRect().width")
+    assert len(labels) >= 3
+    assert labels[0]["left"] >= 0
+    assert labels[-1]["right"] <= width
+    assert all(a["right"] + 6 <= b["left"] for a, b in itertools.pairwise(labels))
     assert problems == []
 
 

@@ -331,9 +331,19 @@
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif";
     const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
     ctx.textAlign = "center"; ctx.textBaseline = "top";
+    // each label inside the canvas and clear of the one before (long ones, "-5.00e-4", met
+    // and the last was cut at the edge); its tick is drawn either way
+    let lastRight = -Infinity;
+    api.xTickLabels = [];
     for (const v of niceTicks(dx0, dx1, Math.max(2, r.w / 90))) {
       const [sx] = toScreen(v, 0);
-      ctx.fillRect(sx, r.t + r.h, 1, 4); ctx.fillText(fmt(v), sx, r.t + r.h + 5);
+      ctx.fillRect(sx, r.t + r.h, 1, 4);
+      const text = fmt(v), w = ctx.measureText(text).width;
+      const x = Math.min(Math.max(sx, w / 2 + 1), W - w / 2 - 1);
+      if (x - w / 2 < lastRight + 6) continue;
+      ctx.fillText(text, x, r.t + r.h + 5);
+      lastRight = x + w / 2;
+      api.xTickLabels.push({ text, left: x - w / 2, right: x + w / 2 });
     }
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
     for (const v of niceTicks(dy0, dy1, Math.max(2, r.h / 60))) {
