@@ -1816,7 +1816,7 @@ def check_config(config):
         ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
 
 
-def _output_guard(config):
+def _output_guard(config, state=None):
     """A check for a job's model step: whether the project step after it can write OUT.
 
     That step appends to OUT in its frame, rewrites OUT in the new model's
@@ -1826,11 +1826,13 @@ def _output_guard(config):
     it can neither append to nor rewrite) is checked with the solved model
     before the model's new version is written, so that it leaves the model
     and OUT as they were. None when OUT is written afresh or does not exist.
+    ``state``: OUT's :func:`_output_state` where the caller read it already
+    (a nightly run's one pass, which appends from that same state).
     """
     inp, out = config.input, config.output
     if not out.path or out.mode == "rewrite":
         return None
-    state = _output_state(out.path)
+    state = _output_state(out.path) if state is None else state
     if state is None:
         return None
     threshold = _reproject_threshold(out)
@@ -1964,7 +1966,7 @@ def _one_pass(config, state, srcs, progress, max_summary_memory, clock, skipped=
         _refuse_appended_copies(state["attrs"]["sources"], parts, out.path)
         reports["update"], reports["model"] = _commit_update(
             mod.path, plan, batches, srcs, mod.keep_last, mod.max_age, clock,
-            _output_guard(config))
+            _output_guard(config, state))
 
     appended = _append(state, frame, srcs, out.path, progress, clock, in_one_pass=both)
     return reports["update"], appended, frame, reports["model"]
