@@ -263,34 +263,23 @@ def _shift_moments(counts, m2, m21, m22, e):
     -------
     m2, m21, m22 : shifted arrays (m21, m22 None when given None)
     """
-    n = counts.astype(np.float64)[:, None, None]
-    ea, eb = e[:, :, None], e[:, None, :]
-    new_m2 = m2 + n * ea * eb
-    if m21 is None:
-        return new_m2, None, None
-    diag = np.diagonal(m2, axis1=1, axis2=2)
-    da, db = diag[:, :, None], diag[:, None, :]
-    new_m21 = m21 + da * eb + 2.0 * ea * m2 + n * ea**2 * eb
-    new_m22 = (
-        m22
-        + 2.0 * eb * m21
-        + 2.0 * ea * np.swapaxes(m21, 1, 2)
-        + eb**2 * da
-        + ea**2 * db
-        + 4.0 * ea * eb * m2
-        + n * ea**2 * eb**2
-    )
+    # (copies re-centred in place: the one formula, whose order of additions the ledgers'
+    # fingerprints of merged summaries depend on)
+    new_m2, new_m21, new_m22 = (None if m is None else np.array(m, dtype=np.float64)
+                                for m in (m2, m21, m22))
+    _shift_moments_in_place(counts, new_m2, new_m21, new_m22, e)
     return new_m2, new_m21, new_m22
 
 
 def _shift_moments_in_place(counts, m2, m21, m22, e):
-    """:func:`_shift_moments` into the moments' own memory, bit for bit the same sums.
+    """:func:`_shift_moments` in the moments' own memory (``m2``, ``m21``, ``m22`` are rewritten).
 
     Each term is formed in one (K, p, p) scratch array and added in the order
     the closed form is written (``m22`` first: it reads the old ``m21`` and
-    ``m2``, then ``m21``, then ``m2``), so ledgers' fingerprints of summaries
-    merged either way agree; the closed form's dozen temporaries were 13
-    (K, p, p) arrays a merge (208 MB at K = 2, p = 1,000).
+    ``m2``, then ``m21``, then ``m2``), so the sums are bit for bit those of
+    the closed form evaluated as written, which summaries in existing ledgers
+    were merged with (evaluated as written it made 13 (K, p, p) temporaries a
+    merge: 208 MB at K = 2, p = 1,000).
     """
     n = counts.astype(np.float64)[:, None, None]
     ea, eb = e[:, :, None], e[:, None, :]
@@ -1501,8 +1490,7 @@ def _merge(a, b, partial=False):
             e = (mu_side - means) + (lo_side - residuals)
             e[n_side == 0] = 0.0
             _shift_moments_in_place(n_side, m2, m21, m22, e)
-            own = [m2, m21, m22]
-            moments.append(own)
+            moments.append((m2, m21, m22))
         for into, added in zip(*moments, strict=True):
             if into is not None:
                 into += added

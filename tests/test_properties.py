@@ -247,3 +247,54 @@ def test_a_pass1_merge_of_fourth_moments_needs_one_scratch_array():
     finally:
         tracemalloc.stop()
     assert extra < 2 * one, extra / one  # (a scratch array and a block of one class)
+
+
+def _closed_form_shift(counts, m2, m21, m22, e):
+    """The re-centring of per-class co-moments as streamproj wrote it until stop 29.
+
+    Summaries in existing ledgers were merged with these sums (``--verify``
+    compares fingerprints bit for bit), so the in-place code must match it.
+    """
+    n = counts.astype(np.float64)[:, None, None]
+    ea, eb = e[:, :, None], e[:, None, :]
+    new_m2 = m2 + n * ea * eb
+    if m21 is None:
+        return new_m2, None, None
+    diag = np.diagonal(m2, axis1=1, axis2=2)
+    da, db = diag[:, :, None], diag[:, None, :]
+    new_m21 = m21 + da * eb + 2.0 * ea * m2 + n * ea**2 * eb
+    new_m22 = (
+        m22
+        + 2.0 * eb * m21
+        + 2.0 * ea * np.swapaxes(m21, 1, 2)
+        + eb**2 * da
+        + ea**2 * db
+        + 4.0 * ea * eb * m2
+        + n * ea**2 * eb**2
+    )
+    return new_m2, new_m21, new_m22
+
+
+@SETTINGS
+@given(st.integers(1, 4), st.integers(1, 7), st.integers(0, 2**32 - 1),
+       st.sampled_from([1e-3, 1.0, 1e4]), st.booleans())
+def test_the_re_centring_is_bit_for_bit_the_closed_form(k, p, seed, scale, fourth):
+    from streamproj.stats import _shift_moments
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 10_000, size=k)
+    m2 = rng.normal(size=(k, p, p)) * scale**2
+    m2 = m2 + np.swapaxes(m2, 1, 2)
+    m21 = rng.normal(size=(k, p, p)) * scale**3 if fourth else None
+    m22 = rng.normal(size=(k, p, p)) * scale**4 if fourth else None
+    e = rng.normal(size=(k, p)) * scale
+    before = [None if m is None else m.copy() for m in (m2, m21, m22)]
+    got = _shift_moments(counts, m2, m21, m22, e)
+    want = _closed_form_shift(counts, m2, m21, m22, e)
+    for g, w in zip(got, want, strict=True):
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_array_equal(g, w)
+    for m, b in zip((m2, m21, m22), before, strict=True):  # the inputs are left alone
+        if b is not None:
+            np.testing.assert_array_equal(m, b)
