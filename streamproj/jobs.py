@@ -313,24 +313,17 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None
         except (ValueError, OSError):  # (StreamprojError is a ValueError)
             return None
 
-    given_by_entry: dict = {}
-
-    def given_prefix(entry, rows):  # an earlier source given: open anyway
-        return given_by_entry[id(entry)].fingerprint(rows)
-
     for src in srcs:
         for entries, whose, how in (
                 (held, f"which {holder} holds (moved or copied?)", fix),
                 (dropped, f"which {holder} dropped before (forget, or its window)", dropped_fix)):
             _refuse_if(ledger.same_rows(entries, src, prefix_of), src, whose, how)
+        _refuse_if(ledger.same_rows([e for _, e in given], src), src, "also given")
         head = src.head()
         for other, _ in given:  # an earlier, longer one holding all of src's rows
             if head is not None and other.n_rows > src.n_rows and other.head() == head:
                 _refuse_if(ledger.same_rows([_entry_of(src)], other), other, "also given")
-        # (none did: an earlier, longer one with src's head is not a copy, read to be sure)
-        _refuse_if(ledger.same_rows([e for _, e in given], src, given_prefix), src, "also given")
         given.append((src, _entry_of(src)))
-        given_by_entry[id(given[-1][1])] = src
 
 
 def _refuse_if(same, src, whose, fix=None):
@@ -339,8 +332,7 @@ def _refuse_if(same, src, whose, fix=None):
         return
     # the first and last rows, shapes and dtypes agree: "looks like", not "is"
     rows = int(same["rows"])
-    if rows > src.n_rows:  # a copy cut short: judged by the first rows (and, where the held
-        # source could be read, the last of src's rows there)
+    if rows > src.n_rows:  # a copy cut short, confirmed by the held source where it lies
         what = (f"has the first {src.n_rows} of the {rows} rows (judged by its first and last "
                 f"256 rows, read again there, shape and dtypes) of")
     else:
