@@ -25,7 +25,7 @@
   const colors = M.colors.map(rgb);
   const hidden = new Array(B).fill(false);
   const x0 = M.extent[0][0], y0 = M.extent[1][0];
-  let levels = [], points = null, viewMax = 1;
+  let levels = [], points = null;
   const canvas = document.getElementById("sp-canvas");
   const ctx = canvas.getContext("2d");
   const off = document.createElement("canvas");
@@ -152,7 +152,9 @@
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
     const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch;
-    viewMax = 1;
+    // the shading's scale: the densest cell in view (as datashader shades each view), so a
+    // zoomed-in dense core is not flat
+    let vmax = 1;
     const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
     const ix0 = Math.max(0, Math.floor((dx0 - x0) / cw)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cw));
     const iy0 = Math.max(0, Math.floor((dy0 - y0) / ch)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / ch));
@@ -162,9 +164,7 @@
       const nx = ix1 - ix0, ny = iy1 - iy0, plane = lv.gx * lv.gy;
       off.width = nx; off.height = ny;
       const img = offctx.createImageData(nx, ny), px = img.data, shown = new Float64Array(nx * ny);
-      // colours first, each cell's shown rows kept: the shading's scale is the densest cell in
-      // view (as datashader shades each view), so a zoomed-in dense core is not flat
-      let vmax = 1;
+      // colours first, each cell's shown rows kept, then the opacities against vmax
       for (let ix = ix0; ix < ix1; ix++) {
         for (let iy = iy0; iy < iy1; iy++) {
           const c = ix * lv.gy + iy;
@@ -185,19 +185,18 @@
       for (let q = 0; q < shown.length; q++) {
         if (shown[q]) px[4 * q + 3] = 255 * Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(shown[q]) / logmax);
       }
-      viewMax = vmax;
       offctx.putImageData(img, 0, 0);
       const [sx, sy] = toScreen(x0 + ix0 * cw, y0 + iy1 * ch);
       ctx.imageSmoothingEnabled = false;
       ctx.drawImage(off, 0, 0, nx, ny, sx, sy, nx * cw * view.s * view.k, ny * ch * view.s);
     }
-    drawPoints(li, lv);
+    drawPoints(lv);
     boundaryKey(drawBoundary(r));
     ctx.restore();
     drawAxes(r);
     drawAspect(r);
-    updateKey(lv, viewMax);
-    api.level = li; api.vmax = viewMax;
+    updateKey(lv, vmax);
+    api.level = li; api.vmax = vmax;
     document.getElementById("sp-status").textContent =
       (view.k !== 1 ? `${aspectNote()} · ` : "") +
       `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
@@ -212,9 +211,9 @@
   // small dots that leave the cells visible, and at most POINTS_CAP at once.
   const POINTS_FROM = 8, POINTS_CAP = 2000, DOT = 1.3;
   let pointsShown = 0, pointsInView = 0, drawnPoints = [], pointsOn = true;
-  function drawPoints(li, g) {
+  function drawPoints(g) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
-    if (!points || !pointsOn || li < levels.length - 1) return;
+    if (!points || !pointsOn || g.l < levels.length - 1) return;
     const fine = cellPx(g);
     if (fine < POINTS_FROM) return;
     const r = plotRect(), inView = [];
