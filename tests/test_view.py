@@ -732,8 +732,18 @@ def test_browser_sampled_rows_only_where_cells_are_big_and_the_density_shows_thr
         if (Math.abs(a[i] - b[i]) + Math.abs(a[i + 1] - b[i + 1]) + Math.abs(a[i + 2] - b[i + 2]) > 30) n++;
       return n; }""")
     dpr = page.evaluate("window.devicePixelRatio")
-    assert dot_pixels <= 16 * dpr * dpr * state["pointsShown"]  # at most ~4 x 4 px a dot
+    assert dot_pixels <= 25 * dpr * dpr * state["pointsShown"]  # at most ~5 x 5 px a dot
     assert dot_pixels < 0.15 * area
+    # each dot has a dark ring, so it shows on a cell of its own colour (a 1.3 px dot with a
+    # faint ring was not seen there)
+    dark = """() => { const c = document.getElementById('sp-canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 240) n++; return n; }"""
+    with_dark = page.evaluate(dark)
+    page.evaluate("window.streamproj.showPoints(false)")
+    without_dark = page.evaluate(dark)
+    page.evaluate("window.streamproj.showPoints(true)")
+    assert with_dark - without_dark >= 4 * dpr * dpr * state["pointsShown"]
     notes = page.inner_text("#sp-notes")
     assert "sample" in notes
     assert problems == []
@@ -851,6 +861,100 @@ def test_browser_stretched_cells_are_about_square_on_screen_and_hover_their_coun
     w, h = state["cellPx"]
     assert 0.5 <= w / h <= 2, state
     assert state["merge"][1] == 1, state
+    assert problems == []
+
+
+def test_browser_past_the_finest_level_stretched_cells_keep_their_detail(page_of, coin_view):
+    # zoomed past the finest level with x stretched, every cell was merged along y until square:
+    # cells of 180 x 187 px where the pyramid holds 180 x 12 (16 cells summed into one)
+    page, problems = page_of(coin_view)
+    page.evaluate("window.streamproj.stretch(true)")
+    levels = coin_view.pyramid.levels()
+    box = page.locator("#sp-canvas").bounding_box()
+    dpr = page.evaluate("window.devicePixelRatio")
+
+    def own_cells(state):  # the level's own cells on screen, before any merging
+        return [px / m for px, m in zip(state["cellPx"], state["merge"], strict=True)]
+
+    for _ in range(16):
+        state = page.evaluate("window.streamproj.state()")
+        if state["level"] == len(levels) - 1 and min(own_cells(state)) * dpr >= 8:
+            break
+        page.evaluate("() => { const r = window.streamproj.plotRect();"
+                      " window.streamproj.zoom(2, r.l + r.w / 2, r.t + r.h / 2); }")
+    state = page.evaluate("window.streamproj.state()")
+    assert state["level"] == len(levels) - 1, state
+    w, h = own_cells(state)
+    assert min(w, h) * dpr >= 8, state
+    assert max(w, h) > 4 * min(w, h), state  # long cells
+    assert state["merge"] == [1, 1], state  # the finest cells as they are
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+    hover = page.evaluate("window.streamproj.hover")
+    assert [hover["mx"], hover["my"]] == [1, 1]
+    assert hover["counts"] == _hovered_counts(levels, hover)
+    # short of that, the shorter side is still merged (no streaks): the test above
+    assert problems == []
+
+
+def test_browser_a_sliver_of_data_says_how_to_stretch_it(page_of, coin_view, two_class_view):
+    # the demo's coin opened at equal aspect in 5 % of the canvas with nothing on it saying why
+    page, problems = page_of(coin_view)
+    assert page.evaluate("window.streamproj.state().k") == 1  # still equal aspect first
+    hint = page.evaluate("window.streamproj.aspectText")
+    assert "narrower than the plot: press x to stretch x" in hint, hint
+    page.keyboard.press("x")
+    assert page.evaluate("window.streamproj.aspectText").startswith("x magnified")
+    page.keyboard.press("x")
+    assert "press x" in page.evaluate("window.streamproj.aspectText")
+    page.evaluate("() => { const r = window.streamproj.plotRect();"
+                  " window.streamproj.zoom(8, r.l + r.w / 2, r.t + r.h / 2); }")
+    assert page.evaluate("window.streamproj.aspectText") == ""  # zoomed in: not in the way
+    round_page, problems2 = page_of(two_class_view)
+    assert round_page.evaluate("window.streamproj.aspectText") == ""
+    assert problems == problems2 == []
+
+
+def test_browser_hover_totals_the_classes_shown_and_stays_on_the_canvas(page_of, many_class_view):
+    # with a class hidden the tooltip's total still counted its rows
+    page, problems = page_of(many_class_view)
+    box = page.locator("#sp-canvas").bounding_box()
+    levels = many_class_view.pyramid.levels()
+    state = page.evaluate("window.streamproj.state()")
+    (mx, my), lv = state["merge"], levels[state["level"]]
+    cells = lv.reshape(lv.shape[0], lv.shape[1] // mx, mx, lv.shape[2] // my, my).sum(axis=(2, 4))
+    mixed = np.argwhere((cells > 0).sum(axis=0) >= 3)  # cells of three classes or more
+    assert len(mixed) > 0
+    (x0, _), (y0, _) = many_class_view.pyramid.extent
+    cw, ch = (c * 2.0 ** (len(levels) - 1 - state["level"]) for c in many_class_view.pyramid.cell)
+    for ix, iy in mixed[:: max(1, len(mixed) // 4)][:4]:
+        sx, sy = page.evaluate("([x, y]) => window.streamproj.toScreen(x, y)",
+                               [x0 + (ix + 0.5) * cw * mx, y0 + (iy + 0.5) * ch * my])
+        page.mouse.move(box["x"] + sx, box["y"] + sy)
+        truth = cells[:, ix, iy]
+        assert page.evaluate("window.streamproj.hover")["counts"] == truth.tolist()
+        gone = int(np.argmax(truth))
+        page.evaluate(f"window.streamproj.toggle({gone})")  # the cell's largest class hidden
+        row = page.eval_on_selector("#sp-tip tr[data-total]",
+                                    "e => [+e.dataset.total, +e.dataset.hidden, e.innerText]")
+        assert row[:2] == [int(truth.sum() - truth[gone]), int(truth[gone])]
+        assert "total shown" in row[2]
+        assert f"+{int(truth[gone]):,} hidden" in row[2]
+        page.evaluate(f"window.streamproj.toggle({gone})")
+        row = page.eval_on_selector("#sp-tip tr[data-total]", "e => [+e.dataset.total, e.innerText]")
+        assert row[0] == int(truth.sum())
+        assert "hidden" not in row[1]
+    # the tooltip flips left of and above the pointer at the canvas's far corner: it was placed
+    # at most 200 px from the right edge whatever its width, and ran off the bottom
+    page.click('#sp-legend li[data-bucket="0"]')
+    for fx, fy in [(0.97, 0.93), (0.99, 0.5), (0.5, 0.93), (0.1, 0.1)]:
+        page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+        tip = page.locator("#sp-tip").bounding_box()
+        if tip is None:  # outside the plot: no tooltip
+            continue
+        assert tip["x"] >= box["x"] - 0.5, (fx, fy, tip, box)
+        assert tip["y"] >= box["y"] - 0.5, (fx, fy, tip, box)
+        assert tip["x"] + tip["width"] <= box["x"] + box["width"] + 0.5, (fx, fy, tip, box)
+        assert tip["y"] + tip["height"] <= box["y"] + box["height"] + 0.5, (fx, fy, tip, box)
     assert problems == []
 
 

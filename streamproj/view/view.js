@@ -57,17 +57,28 @@
 
   // What is drawn: level l's cells merged mx along x or my along y. A cell's sides on screen
   // differ by the stretch (x drawn k times y) and by its own shape (a thin cloud's cells are
-  // finer across it): 2^round(log2 ratio) cells merged along the shorter side are about
-  // square; then the finest level whose merged cells are a device pixel a side (choosing the
-  // level by the cells' shorter side alone drew them a pixel tall and k wide: streaks).
+  // finer across it). Cells a pixel across and many long draw streaks, so the shorter side is
+  // merged (by powers of two, at most until square) until it is SHORT_SIDE device pixels or
+  // the longer side's length; then the finest level whose merged cells are a device pixel a
+  // side. Past the finest level a short side already SHORT_SIDE px is left as it is: merging
+  // it up to the long side's 180 px threw away detail the cells hold.
+  const SHORT_SIDE = 8;
   function choose() {
     const px = view.s * view.k * dpr, py = view.s * dpr;
     const sx = levels[0].cw * px, sy = levels[0].ch * py;  // (every level's ratio)
     const m = 2 ** Math.round(Math.log2(Math.max(sx, sy) / Math.min(sx, sy)));
     // at most a coarsest cell's worth (2^l along each side at level l): its edges, z[0] = 0
     // among them for two classes, stay edges, so no merged cell mixes the two sides
-    const merge = (lv) => ({ mx: sx < sy ? Math.min(m, lv.gx / levels[0].gx) : 1,
-      my: sy < sx ? Math.min(m, lv.gy / levels[0].gy) : 1 });
+    const factor = (short, long, most) => {
+      let f = 1;
+      while (f < most && short * f < Math.min(long, SHORT_SIDE)) f *= 2;
+      return f;
+    };
+    const merge = (lv) => {
+      const cx = lv.cw * px, cy = lv.ch * py;
+      return { mx: cx < cy ? factor(cx, cy, Math.min(m, lv.gx / levels[0].gx)) : 1,
+        my: cy < cx ? factor(cy, cx, Math.min(m, lv.gy / levels[0].gy)) : 1 };
+    };
     let best = { l: 0, ...merge(levels[0]) };
     for (let l = 1; l < levels.length; l++) {
       const { mx, my } = merge(levels[l]), lv = levels[l];
@@ -209,7 +220,8 @@
   // The sampled rows show where rows lie inside a cell: only once the finest cells are
   // POINTS_FROM px a side (smaller, the cells say as much), fading in up to twice that, as
   // small dots that leave the cells visible, and at most POINTS_CAP at once.
-  const POINTS_FROM = 8, POINTS_CAP = 2000, DOT = 1.3;
+  // (a dot of 2 px with a dark ring: smaller, on a cell of its own colour, it was not seen)
+  const POINTS_FROM = 8, POINTS_CAP = 2000, DOT = 2;
   let pointsShown = 0, pointsInView = 0, drawnPoints = [], pointsOn = true;
   function drawPoints(g) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
@@ -227,7 +239,7 @@
     // to place), so every part of the screen is thinned alike
     const step = Math.max(1, inView.length / POINTS_CAP);
     ctx.globalAlpha = Math.min(1, fine / POINTS_FROM - 0.5);
-    ctx.strokeStyle = "rgba(0,0,0,0.55)"; ctx.lineWidth = 0.6;
+    ctx.strokeStyle = "rgba(0,0,0,0.8)"; ctx.lineWidth = 0.9;
     for (let i = 0; i < inView.length && drawnPoints.length < POINTS_CAP; i += step) {
       const p = inView[Math.floor(i)], k = points.bucket[p];
       const [sx, sy] = toScreen(points.xy[2 * p], points.xy[2 * p + 1]);
@@ -355,15 +367,28 @@
     ctx.fillText(M.ylabel, 0, 0); ctx.restore();
   }
 
+  // At equal aspect, data this many times narrower than the plot (along one side, against the
+  // other) fill a sliver of it: the canvas says how to stretch them (the PNG draws a twin)
+  const SLIVER = 3;
+  function sliverHint() {
+    if (view.k !== 1 || view.s > 2 * home.s) return "";
+    const r = plotRect(), ex = M.data_extent || M.extent;
+    const fill = (r.w / (ex[0][1] - ex[0][0])) / (r.h / (ex[1][1] - ex[1][0]));
+    if (!(fill >= SLIVER || fill <= 1 / SLIVER)) return "";
+    return fill > 1 ? `the data are ${fill.toFixed(0)}x narrower than the plot: press x to stretch x`
+      : `the data are ${(1 / fill).toFixed(0)}x flatter than the plot: press x to stretch y`;
+  }
   function drawAspect(r) {
     // a stretched picture says so on the canvas itself (a saved image keeps it)
-    const note = aspectNote();
+    const note = aspectNote() || sliverHint();
+    api.aspectText = note;
     if (!note) return;
+    const colour = view.k !== 1 ? "#a00" : "#245";
     ctx.font = "bold 12px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "top";
     const w = ctx.measureText(note).width;
     ctx.fillStyle = "rgba(255,255,255,0.88)"; ctx.fillRect(r.l + 1, r.t + 1, w + 12, 20);
-    ctx.strokeStyle = "#a00"; ctx.lineWidth = 1; ctx.strokeRect(r.l + 1.5, r.t + 1.5, w + 11, 19);
-    ctx.fillStyle = "#a00"; ctx.fillText(note, r.l + 7, r.t + 5);
+    ctx.strokeStyle = colour; ctx.lineWidth = 1; ctx.strokeRect(r.l + 1.5, r.t + 1.5, w + 11, 19);
+    ctx.fillStyle = colour; ctx.fillText(note, r.l + 7, r.t + 5);
   }
 
   function cellText(g) { return g.cw === g.ch ? fmt(g.cw) : `${fmt(g.cw)} x ${fmt(g.ch)}`; }
@@ -431,17 +456,24 @@
       const present = [];
       c.counts.forEach((v, k) => { if (v) present.push(k); });
       present.sort((a, b) => c.counts[b] - c.counts[a]);
-      let total = 0;
+      // the total is of the classes drawn (as the shading is); hidden ones are listed apart
+      let total = 0, hiddenRows = 0;
       present.forEach((k) => {
         const v = c.counts[k];
-        total += v;
+        if (hidden[k]) hiddenRows += v; else total += v;
         html += `<tr data-bucket="${k}"${hidden[k] ? ' style="opacity:0.45"' : ""}><td><span class="sw" style="background:${M.colors[k]}"></span>${M.names[k]}${hidden[k] ? " (hidden)" : ""}</td><td class="n" data-count="${v}">${v.toLocaleString()}</td></tr>`;
       });
-      html += `<tr><td><b>total</b></td><td class="n"><b>${total.toLocaleString()}</b></td></tr></table>`;
+      html += `<tr data-total="${total}" data-hidden="${hiddenRows}"><td><b>${hiddenRows ? "total shown" : "total"}</b></td><td class="n"><b>${total.toLocaleString()}</b>` +
+        `${hiddenRows ? ` (+${hiddenRows.toLocaleString()} hidden)` : ""}</td></tr></table>`;
     } else html += "outside the stored extent";
     tip.innerHTML = html;
     tip.style.display = "block";
-    tip.style.left = Math.min(px + 14, W - 200) + "px"; tip.style.top = (py + 14) + "px";
+    // beside the pointer, flipped to its left or above it where it would leave the canvas
+    const tw = tip.offsetWidth, th = tip.offsetHeight;
+    const left = px + 14 + tw <= W ? px + 14 : px - 14 - tw;
+    const top = py + 14 + th <= H ? py + 14 : py - 14 - th;
+    tip.style.left = Math.max(0, Math.min(left, W - tw)) + "px";
+    tip.style.top = Math.max(0, Math.min(top, H - th)) + "px";
   }
 
   function zoom(f, px, py) {
