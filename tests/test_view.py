@@ -424,14 +424,14 @@ def _densest_in_view(page, view, hidden=()):
     iy0 = max(0, int(np.floor((dy0 - p.extent[1][0]) / ch)))
     iy1 = min(gy // my, int(np.ceil((dy1 - p.extent[1][0]) / ch)))
     total = cells.sum(axis=0)
-    return total[ix0:ix1, iy0:iy1].max(), total.max()
+    return total[ix0:ix1, iy0:iy1].max(), total.max(), total[ix0:ix1, iy0:iy1].sum()
 
 
 def test_browser_the_shading_scale_is_the_densest_cell_in_view(page_of, two_class_view):
     # the scale was each level's densest cell anywhere: zoomed into a sparse part the cells
     # all drew near the least opacity, and a zoomed-in dense core was flat
     page, problems = page_of(two_class_view)
-    in_view, anywhere = _densest_in_view(page, two_class_view)
+    in_view, anywhere, _ = _densest_in_view(page, two_class_view)
     assert page.evaluate("window.streamproj.vmax") == in_view == anywhere
     assert page.inner_text("#sp-keylabels").split()[-1] == f"{int(in_view):,}"
     # zoomed in 16x about a sparse cell (a tenth of the densest one's rows) off the core
@@ -441,7 +441,7 @@ def test_browser_the_shading_scale_is_the_densest_cell_in_view(page_of, two_clas
     x = p.extent[0][0] + (ix + 0.5) * (p.extent[0][1] - p.extent[0][0]) / total.shape[0]
     y = p.extent[1][0] + (iy + 0.5) * (p.extent[1][1] - p.extent[1][0]) / total.shape[1]
     page.evaluate(f"() => window.streamproj.zoom(16, ...window.streamproj.toScreen({x}, {y}))")
-    in_view, anywhere = _densest_in_view(page, two_class_view)
+    in_view, anywhere, _ = _densest_in_view(page, two_class_view)
     assert 0 < in_view < anywhere
     assert page.evaluate("window.streamproj.vmax") == in_view
     assert page.inner_text("#sp-keylabels").split()[-1] == f"{int(in_view):,}"
@@ -452,7 +452,7 @@ def test_browser_the_shading_scale_is_the_densest_cell_in_view(page_of, two_clas
     assert alpha == 255
     # a hidden class leaves the scale to the classes shown
     page.click('#sp-legend li[data-bucket="1"]')
-    shown, _ = _densest_in_view(page, two_class_view, hidden=[1])
+    shown, _, _ = _densest_in_view(page, two_class_view, hidden=[1])
     assert page.evaluate("window.streamproj.vmax") == shown
     page.click('#sp-legend li[data-bucket="1"]')
     assert problems == []
@@ -746,6 +746,12 @@ def test_browser_sampled_rows_only_where_cells_are_big_and_the_density_shows_thr
     assert with_dark - without_dark >= 4 * dpr * dpr * state["pointsShown"]
     notes = page.inner_text("#sp-notes")
     assert "sample" in notes
+    # the status line says how many rows the points stand for: the cells' rows in view
+    _, _, rows = _densest_in_view(page, two_class_view)
+    assert page.evaluate("window.streamproj.rowsInView") == rows
+    status = page.inner_text("#sp-status")
+    assert f"{state['pointsShown']:,} sampled rows drawn" in status
+    assert f"of about {int(rows):,} rows in view" in status
     assert problems == []
 
 

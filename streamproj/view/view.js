@@ -165,7 +165,7 @@
     const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch;
     // the shading's scale: the densest cell in view (as datashader shades each view), so a
     // zoomed-in dense core is not flat
-    let vmax = 1;
+    let vmax = 1, rowsInView = 0;
     const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
     const ix0 = Math.max(0, Math.floor((dx0 - x0) / cw)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cw));
     const iy0 = Math.max(0, Math.floor((dy0 - y0) / ch)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / ch));
@@ -189,6 +189,7 @@
           const q = (ny - 1 - (iy - iy0)) * nx + (ix - ix0), o = 4 * q;
           px[o] = rr / t; px[o + 1] = gg / t; px[o + 2] = bb / t;
           shown[q] = t;
+          rowsInView += t;
           if (t > vmax) vmax = t;
         }
       }
@@ -211,8 +212,12 @@
     document.getElementById("sp-status").textContent =
       (view.k !== 1 ? `${aspectNote()} · ` : "") +
       `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
-      (pointsShown ? ` · ${pointsShown < pointsInView ? `${pointsShown.toLocaleString()} of ${pointsInView.toLocaleString()}`
-        : pointsShown.toLocaleString()} sampled rows drawn` : "");
+      // the rows the cells in view hold beside the points drawn: at deep zoom a few dozen
+      // sampled rows stand for thousands, and the page says so
+      (pointsShown ? ` · ${pointsShown.toLocaleString()} sampled rows drawn` +
+        `${pointsShown < pointsInView ? ` (${pointsInView.toLocaleString()} sampled in view)` : ""}` +
+        ` of about ${rowsInView.toLocaleString()} rows in view` : "");
+    api.rowsInView = rowsInView;
     // the hover's cell and counts follow a zoom, a stretch or a pan under a still pointer
     if (lastHover && tip.style.display !== "none") hover(...lastHover);
   }
