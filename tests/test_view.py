@@ -14,7 +14,7 @@ from streamproj.plot import view_projection
 from streamproj.plot.reading import Blocks, ClassMap, stream
 from streamproj.view import MAX_COUNTS, View, build_view
 from streamproj.view.html import encode_view, render_page
-from streamproj.view.pyramid import Pyramid, finest_within, grid
+from streamproj.view.pyramid import Pyramid, finest_within, grid, overview_grid
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -101,12 +101,20 @@ def test_sample_is_each_tiles_smallest_hashes_whatever_the_merging(workers):
     np.testing.assert_array_equal(p.sample["y"], z[p.sample["row"], 1])
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "incompressible"])
+@pytest.mark.parametrize("kind", ["gaussian", "incompressible", "incompressible, overview"])
 def test_file_size_is_bounded_at_100_million_rows(kind):
     """Synthetic counts of 10^8 rows (no rows needed: the counts are what is stored)."""
     cm = ClassMap(np.array([0, 1, 2]))
-    p = Pyramid(cm, np.array([[-4.0, 4.0], [-4.0, 4.0]]), finest=2048, n_rows=10**8)
+    extent = np.array([[-4.0, 4.0], [-4.0, 4.0]])
+    overview = None
+    if "overview" in kind:  # and an overview of half the counts, every cell full
+        lower, shape, cell = grid(extent, 1024, 8)
+        overview = overview_grid(lower, shape, cell, 128, extent * 10, max_cells=2**23 // 3)
+    p = Pyramid(cm, extent, finest=1024 if overview else 2048, n_rows=10**8, overview=overview)
     rng = np.random.default_rng(2)
+    if overview:
+        p.overview["counts"][:] = rng.integers(0, 2**32 - 1, size=p.overview["counts"].shape,
+                                               dtype=np.uint32)
     if kind == "gaussian":
         g = np.linspace(-4, 4, 2048)
         dens = np.exp(-(g[:, None] ** 2 + g[None, :] ** 2) / 2)
@@ -152,6 +160,141 @@ def test_a_few_far_rows_do_not_set_the_views_cells():
     assert np.all(span < 5 * np.ptp(z, axis=0).max()), span  # far rows: 10^4 times that
     assert p.extent[0, 0] < 0 < p.extent[0, 1]
     assert np.count_nonzero(p.counts.sum(axis=0)) > 2000  # the rows spread over many cells
+
+
+def _far_source(n=60_000, k=4, seed=21):
+    """Classes about the origin, some rows of one heavy-tailed (Cauchy), a small group far out."""
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(seed)
+    label = rng.integers(0, k, size=n)
+    centres = np.array([[-3.0, 0.0], [3.0, 0.0], [0.0, 3.0], [0.0, -3.0]])[:k]
+    z = rng.normal(size=(n, 2)) + centres[label]
+    tail = (label == 1) & (rng.random(n) < 0.2)  # a fifth of class 1
+    z[tail] += rng.standard_cauchy(size=(tail.sum(), 2)) * 0.5
+    far = (label == 0) & (rng.random(n) < 0.016)  # a far group: 0.8 % of the rows (k = 2)
+    z[far] += (250.0, 160.0)
+    classes = np.arange(k)
+    return Source(Blocks({"z": z, "label": label}, block_rows=7_919), classes, np.eye(2),
+                  np.zeros(2), np.eye(k, 2), np.zeros(k), ["z0", "z1"], "far", "model", "y")
+
+
+def _histograms(z, label, classes, lower, shape, cell):
+    """Exact per-class counts of ``z`` on a grid (np.histogram2d), rows beyond it left out."""
+    bins = [lower[a] + np.arange(shape[a] + 1) * cell[a] for a in range(2)]
+    return np.stack([np.histogram2d(z[label == c, 0], z[label == c, 1], bins=bins)[0]
+                     for c in classes])
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_a_heavy_tail_and_a_far_class_leave_the_core_its_fine_cells(k, monkeypatch):
+    # a few far rows set the extent: one grid over it gave the core (97 % of the rows in 1 % of
+    # the extent) cells 7 px wide at 4x zoom; now a fine grid covers the bulk, an overview the rest
+    import streamproj.view
+
+    source = _far_source(k=k)
+    z, label = source.blocks.arrays["z"], source.blocks.arrays["label"]
+    p = build_view(source).pyramid
+    o = p.overview
+    assert o is not None
+    with monkeypatch.context() as m:  # one grid over the whole extent, as before
+        m.setattr(streamproj.view, "_tiers", lambda *a: None)
+        one = build_view(source).pyramid
+    assert one.overview is None
+    assert np.all(p.cell * 3 <= one.cell)
+    b = p.counts.shape[0]
+    assert p.counts.size + o["counts"].size <= MAX_COUNTS  # the pass's memory, as before
+    # every row once: on the fine grid, on the overview's alone, or outside both
+    np.testing.assert_array_equal(p.totals[:k], np.bincount(label, minlength=k))
+    assert p.n == z.shape[0]
+    # the fine levels count the rows on the fine grid exactly; the overview's finest all rows
+    shape = p.shape
+    np.testing.assert_array_equal(p.counts[:k], _histograms(z, label, source.classes,
+                                                            p.extent[:, 0], shape, p.cell))
+    levels = p.overview_levels()
+    assert len(levels) == o["n_levels"]
+    np.testing.assert_array_equal(levels[-1][:k], _histograms(z, label, source.classes,
+                                                               o["lower"], o["shape"], o["cell"]))
+    for coarse, fine in itertools.pairwise(levels):
+        np.testing.assert_array_equal(coarse, fine.reshape(b, coarse.shape[1], 2, coarse.shape[2], 2)
+                                      .sum(axis=(2, 4)))
+    assert levels[0].sum() + p.outside == z.shape[0]
+    if k == 2:  # z[0] = 0 an edge of every overview level's cells, as of the fine grid's
+        coarsest = o["cell"][0] * 2 ** (o["n_levels"] - 1)
+        assert abs(-o["lower"][0] / coarsest - round(-o["lower"][0] / coarsest)) < 1e-9
+
+
+def test_a_cloud_with_no_far_rows_keeps_one_grid():
+    # the overview only where it buys cells four times finer: a plain cloud is as before
+    for source in (_thin_source(), _needle_source()):
+        assert build_view(source).pyramid.overview is None
+
+
+def test_the_overview_grid_holds_the_fine_grid_in_whole_cells_with_its_edges():
+    rng = np.random.default_rng(31)
+    for _ in range(300):
+        lo = rng.normal(size=2) * 3
+        inner = np.column_stack([lo, lo + np.exp(rng.normal(size=2))])
+        far = np.column_stack([inner[:, 0] - np.exp(rng.normal(size=2) * 2),
+                               inner[:, 1] + np.exp(rng.normal(size=2) * 2)])
+        edges = (0.0 if rng.random() < 0.5 else None, None)
+        finest, coarsest, widen = finest_within(inner, 3, 2**22, edges)
+        lower, shape, cell = grid(inner, finest, coarsest, edges, widen)
+        got = overview_grid(lower, shape, cell, finest // coarsest, far, edges, 2**20)
+        if got is None:
+            continue
+        o_lower, o_shape, o_cell, j, n_levels = got
+        np.testing.assert_allclose(o_cell, cell * 2**j)
+        assert o_shape[0] * o_shape[1] <= 2**20
+        assert all(s % 2 ** (n_levels - 1) == 0 and s >= 2**n_levels for s in o_shape)
+        at = (lower - o_lower) / o_cell  # the fine grid starts on an overview cell's edge
+        np.testing.assert_allclose(at, np.rint(at), atol=1e-6)
+        assert np.all(np.array(shape) % 2**j == 0)
+        upper, o_upper = lower + np.array(shape) * cell, o_lower + np.array(o_shape) * o_cell
+        slack = 1e-9 * np.abs(far).max()
+        assert np.all(o_lower <= np.minimum(far[:, 0], lower) + slack)
+        assert np.all(o_upper >= np.maximum(far[:, 1], upper) - slack)
+        if edges[0] is not None:
+            e = -o_lower[0] / (o_cell[0] * 2 ** (n_levels - 1))
+            assert abs(e - round(e)) < 1e-6
+
+
+def test_browser_draws_the_fine_grid_where_no_far_row_is_in_view(page_of):
+    view = build_view(_far_source(k=4))
+    p = view.pyramid
+    fine, over = p.levels(), p.overview_levels()
+    page, problems = page_of(view)
+    box = page.locator("#sp-canvas").bounding_box()
+
+    def hover_at(x, y):
+        sx, sy = page.evaluate("([x, y]) => window.streamproj.toScreen(x, y)", [x, y])
+        page.mouse.move(box["x"] + sx, box["y"] + sy)
+        return page.evaluate("window.streamproj.hover")
+
+    state = page.evaluate("window.streamproj.state()")
+    assert state["tier"] == "overview"  # the far group is in the first view: every row drawn
+    assert "overview level" in page.inner_text("#sp-status")
+    assert "overview of" in page.inner_text("#sp-notes")
+    h = hover_at(0.0, 0.0)
+    assert h["tier"] == "overview"
+    assert h["counts"] == _hovered_counts(over, h)
+    # zoomed into the core (no row beyond the fine grid in view): the fine grid's cells
+    page.evaluate("() => { const api = window.streamproj, r = api.plotRect();"
+                  " const [x, y] = api.toScreen(0, 0); api.zoom(16, x, y); }")
+    state = page.evaluate("window.streamproj.state()")
+    assert state["tier"] == "fine", state
+    h = hover_at(3.0, 0.1)  # the heart of class 1
+    assert h["tier"] == "fine"
+    assert h["counts"] == _hovered_counts(fine, h)
+    assert sum(h["counts"]) > 0
+    # panned to the far group: the overview again, with its rows
+    page.evaluate("window.streamproj.panTo(247, 160)")  # (class 0 about (-3, 0), moved)
+    state = page.evaluate("window.streamproj.state()")
+    assert state["tier"] == "overview", state
+    h = hover_at(247.0, 160.0)
+    assert h["counts"] == _hovered_counts(over, h)
+    assert sum(h["counts"]) > 0
+    assert problems == []
 
 
 def _thin_source(n=20_000, seed=8, spread=(0.3, 3.0)):

@@ -9,7 +9,10 @@ legend (which gives each class's rows and how many are drawn), always draws the
 boundary ``z[0] = 0``, stretches x against y on request (and says so on the
 canvas; a finer level's cells, merged along the other axis, stay about square
 on screen), and once the finest cells are large draws the sampled rows as small
-dots with their row index. :class:`View` saves the page or shows it inline in
+dots with their row index. Where a few far rows (a heavy tail, a small far
+class) set the extent, a fine grid covers the bulk of the rows and a coarser
+overview every row; the page draws the fine grid wherever no row beyond it is
+in view. :class:`View` saves the page or shows it inline in
 Jupyter.
 """
 
@@ -23,11 +26,12 @@ from ..plot.reading import (
     class_spread_limits_each,
     count_classes,
     sample_columns,
+    spread_limits,
     stream,
     with_zero,
 )
 from .html import DEFAULT_BUDGET, encode_view, render_page
-from .pyramid import Pyramid, finest_within
+from .pyramid import Pyramid, finest_within, grid, overview_grid
 
 __all__ = ["View", "build_view"]
 
@@ -44,7 +48,8 @@ class View:
         The whole page.
     pyramid : Pyramid
         The counts it shows (``pyramid.levels()[level][:, ix, iy]`` is what a
-        hover over that cell reports).
+        hover over that cell reports; over the overview, where there is one,
+        ``pyramid.overview_levels()``).
     stored_levels : int
         Levels embedded (the rest were over the size budget).
     """
@@ -74,6 +79,40 @@ def _colors_hex(classmap):
 
 def _coarsest(finest):
     return max(1, min(8, finest // 128))  # 8 zoom levels or more
+
+
+# The fine grid of a two-tier pyramid covers the bulk of the rows (spread_limits of all rows
+# together) this much wider on each side (of its span): a little panning stays on it.
+TIER_MARGIN = 0.25
+# ... and is used only where its cells are at least this many times finer, on both axes, than
+# one grid over the whole extent would give.
+TIER_GAIN = 3
+
+
+def _tiers(limits, bulk, n_buckets, edges, single):
+    """``(extent, (finest, coarsest, widen), overview)`` of a two-tier pyramid, or None.
+
+    A few far rows (a heavy tail, a small far class) set the view's wide
+    limits, so one grid over them spent its cells on empty space: the data's
+    core, under 1 % of the extent, got coarse cells at every zoom. Half the
+    counts go to a fine grid over the ``bulk`` of the rows (widened by
+    :data:`TIER_MARGIN`), the rest
+    to an overview over the whole extent that holds every row
+    (:func:`~.pyramid.overview_grid`); the page draws the fine grid wherever
+    no row beyond it is in view. None where that does not make the cells
+    :data:`TIER_GAIN` times finer.
+    """
+    span = bulk[:, 1] - bulk[:, 0]
+    inner = np.column_stack([np.maximum(bulk[:, 0] - TIER_MARGIN * span, limits[:, 0]),
+                             np.minimum(bulk[:, 1] + TIER_MARGIN * span, limits[:, 1])])
+    fine = finest_within(inner, n_buckets, MAX_COUNTS // 2, edges, _coarsest)
+    cell_one = grid(limits, single[0], single[1], edges, single[2])[2]
+    lower, shape, cell = grid(inner, fine[0], fine[1], edges, fine[2])
+    if not np.all(cell * TIER_GAIN <= cell_one):
+        return None
+    overview = overview_grid(lower, shape, cell, fine[0] // fine[1], limits, edges,
+                             MAX_COUNTS // 2 // n_buckets)
+    return None if overview is None else (inner, fine, overview)
 
 
 def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
@@ -122,14 +161,21 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
     # the finest grid is the pass's memory: at most MAX_COUNTS whatever the classes, laid
     # over the extent's aspect (a long thin cloud had a square grid's memory and used a
     # quarter of it)
+    extent, overview = limits, None
     if finest:
         coarsest, widen = _coarsest(finest), "double"
     else:
         finest, coarsest, widen = finest_within(limits, classmap.n_buckets, MAX_COUNTS, edges,
                                                 _coarsest)
-    pyramid = Pyramid(classmap, limits, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
+        bulk = spread_limits(z)  # all rows together: a small far class is not the bulk
+        if binary and 0 in (i, j):
+            bulk = with_zero(bulk, (i, j).index(0))
+        tiered = _tiers(limits, bulk, classmap.n_buckets, edges, (finest, coarsest, widen))
+        if tiered is not None:
+            extent, (finest, coarsest, widen), overview = tiered
+    pyramid = Pyramid(classmap, extent, (i, j), finest=finest, coarsest=coarsest, tiles=tiles,
                       per_tile=per_tile, n_rows=blocks.n, edges=edges, widen=widen,
-                      window=first_view)
+                      window=first_view, overview=overview)
     stream(blocks, pyramid.add, ["z", "label"])
     names = source.axis_names
     boundary: dict[str, object] = {"kind": "none"}
@@ -142,7 +188,7 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         boundary = {"kind": "regions", "A": (comps @ source.coef.T).tolist(),
                     "b": (source.center @ source.coef.T + source.intercept).tolist(),
                     "exact": solvers.plane_holds_rule(source.components, source.coef, i, j)}
-    rows = pyramid.counts.sum(axis=(1, 2), dtype=np.float64)
+    rows = pyramid.drawn.astype(np.float64)
     title = f"Boundary-preserving projection of {source.data_name}"
     meta = {
         "title": title,

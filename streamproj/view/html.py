@@ -53,6 +53,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     stored_levels : int
     """
     levels = pyramid.levels()
+    overview = pyramid.overview_levels()
     s = pyramid.sample
     order = np.argsort(s["row"], kind="stable")
     raw = [np.column_stack([s["x"][order], s["y"][order]]).astype("<f4").tobytes(),
@@ -61,8 +62,27 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         packed = list(pool.map(_pack, levels))
         points_blobs = list(pool.map(_deflate64, raw))
-    encoded: list[dict] = []
+        packed_overview = list(pool.map(_pack, overview))
     used = 0
+    tier = None
+    if overview:  # first, coarsest first, in half the budget: it holds every row
+        o = pyramid.overview
+        tier = {"lower": o["lower"].tolist(), "levels": []}
+        for depth, (counts, (blob, dtype)) in enumerate(zip(overview, packed_overview, strict=True)):
+            if used + len(blob) > budget // 2 and tier["levels"]:
+                break
+            used += len(blob)
+            _, gx, gy = counts.shape
+            cw, ch = (float(c) for c in o["cell"] * 2.0 ** (len(overview) - 1 - depth))
+            tier["levels"].append({"gx": gx, "gy": gy, "cw": cw, "ch": ch, "dtype": dtype,
+                                   "data": blob})
+        # where rows beyond the fine grid lie, on the finest overview level stored
+        only = pyramid.overview_only()
+        f = only.shape[0] // tier["levels"][-1]["gx"], only.shape[1] // tier["levels"][-1]["gy"]
+        only = only.reshape(only.shape[0] // f[0], f[0], only.shape[1] // f[1], f[1]).max(axis=(1, 3))
+        tier["only"], _ = _pack(only)
+        used += len(tier["only"])
+    encoded: list[dict] = []
     for depth, (counts, (blob, dtype)) in enumerate(zip(levels, packed, strict=True)):
         if used + len(blob) > budget and encoded:
             break
@@ -80,6 +100,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         "levels_built": len(levels),
         "points": points,
         "outside": pyramid.outside,
+        "overview": tier,
     })
     return payload, len(encoded)
 

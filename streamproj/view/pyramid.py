@@ -13,12 +13,13 @@ Memory is the finest grid plus the sample and a bounded batch, flat in n.
 """
 
 import threading
+from typing import Any
 
 import numpy as np
 
 from ..plot.summary import add_keys
 
-__all__ = ["Pyramid", "finest_within", "grid", "row_hash"]
+__all__ = ["Pyramid", "finest_within", "grid", "overview_grid", "row_hash"]
 
 _MAX_U64 = np.iinfo(np.uint64).max
 MIN_MERGE = 50_000
@@ -117,6 +118,44 @@ def grid(extent, finest, coarsest=8, edges=(None, None), widen="double"):
     return lower, (shape[0], shape[1]), cell
 
 
+def overview_grid(lower, shape, cell, per_coarse, limits, edges=(None, None), max_cells=2**22,
+                  coarsest=8):
+    """A coarser grid around a fine one, for the rows beyond it: ``(lower, (gx, gy), cell, j, n_levels)``, or None.
+
+    The fine grid (``lower``, ``shape``, ``cell``, ``per_coarse`` of its
+    finest cells in a coarsest one) covers where nearly all rows lie; the
+    overview covers ``limits`` and the fine grid, with cells ``2^j`` fine
+    cells a side, so the fine grid is a block of whole overview cells: its
+    counts sum into the overview's exactly. Each of ``edges`` is an edge of
+    every overview level's cells, as of the fine grid's (``2^j`` divides
+    ``per_coarse``). The overview's coarsest level has about ``coarsest``
+    cells along its longer side. The least ``j`` whose grid holds at most
+    ``max_cells`` cells, or None where none does.
+    """
+    lower, cell = np.asarray(lower, np.float64), np.asarray(cell, np.float64)
+    limits = np.asarray(limits, np.float64)
+    upper = lower + np.asarray(shape) * cell
+    lo, hi = np.minimum(limits[:, 0], lower), np.maximum(limits[:, 1], upper)
+    for j in range(1, int(np.log2(per_coarse)) + 1):
+        c = cell * 2.0**j
+        sides = [_pow2_at_least((b - a) / w) for a, b, w in zip(lo, hi, c, strict=True)]
+        n_levels = max(1, int(np.log2(max(max(sides) // coarsest, 1))) + 1)
+        least = 2 << (n_levels - 1)  # two coarsest cells a side
+        sides = [max(v, least) for v in sides]
+        out = np.empty(2)
+        for a in range(2):
+            if edges[a] is not None:  # a whole number of coarsest cells from the edge
+                coarse = c[a] * 2.0 ** (n_levels - 1)
+                out[a] = edges[a] - np.ceil((edges[a] - lo[a]) / coarse) * coarse
+            else:  # whole cells from the fine grid's start
+                out[a] = lower[a] - np.ceil((lower[a] - lo[a]) / c[a]) * c[a]
+            while out[a] + sides[a] * c[a] < hi[a]:
+                sides[a] *= 2
+        if sides[0] * sides[1] <= max_cells:
+            return out, (sides[0], sides[1]), c, j, n_levels
+    return None
+
+
 def finest_within(extent, n_buckets, max_counts, edges=(None, None), coarsest_of=None):
     """The finest grid whose ``n_buckets`` counts over ``extent`` fit in ``max_counts``.
 
@@ -171,10 +210,16 @@ class Pyramid:
         join the tiles at its edges.
     n_rows : int
         Total rows (chooses the count dtype).
+    overview : tuple, optional
+        :func:`overview_grid` of this pyramid's grid: rows beyond the grid but
+        inside the overview's are counted there (:meth:`overview_levels`),
+        not left out. The fine grid then need only cover where nearly all
+        rows lie, and a few far rows no longer coarsen every cell.
     """
 
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
-                 per_tile=48, n_rows=0, edges=(None, None), widen="double", window=None):
+                 per_tile=48, n_rows=0, edges=(None, None), widen="double", window=None,
+                 overview=None):
         self.classmap, self.axes = classmap, tuple(axes)
         lower, shape, cell = grid(extent, finest, coarsest, edges, widen)
         self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
@@ -183,6 +228,15 @@ class Pyramid:
         self.n_levels = int(np.log2(finest // coarsest)) + 1
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
+        # the overview: its finest grid's lower corner, shape, cell, fine cells per cell (2^j
+        # a side), levels, and the counts of the rows beyond the fine grid only
+        self.overview: dict[str, Any] | None = None
+        if overview is not None:
+            o_lower, o_shape, o_cell, j, o_levels = overview
+            self.overview = {"lower": np.asarray(o_lower, np.float64), "shape": tuple(o_shape),
+                             "cell": np.asarray(o_cell, np.float64), "j": int(j),
+                             "n_levels": int(o_levels),
+                             "counts": np.zeros((classmap.n_buckets, *o_shape), dtype=dtype)}
         # rows outside the extent per bucket, and those of them with a non-finite coordinate:
         # with the counts, every class's rows (a small class may lie wholly outside)
         self.outside_by_bucket = np.zeros(classmap.n_buckets, dtype=np.int64)
@@ -260,6 +314,8 @@ class Pyramid:
             if n_inside < x.size:  # only blocks with rows outside pay for these
                 out = np.ones(x.size, dtype=bool)
                 out[inside] = False
+                if self.overview is not None:  # counted in the overview where it reaches
+                    out = self._to_overview(x, y, bucket, np.flatnonzero(out))
                 out_b = np.bincount(bucket[out], minlength=self.classmap.n_buckets)
                 non_finite = int(np.count_nonzero(~(np.isfinite(x[out]) & np.isfinite(y[out]))))
         keys = b * gx
@@ -285,6 +341,21 @@ class Pyramid:
                     batch, self._pending, self._pending_rows = self._pending, [], 0
         if batch is not None:  # ranked outside the lock: one merger, the other threads go on
             self._merge(batch)
+
+    def _to_overview(self, x, y, bucket, out):
+        """Count rows ``out`` (indices, beyond the fine grid) in the overview; those beyond it too."""
+        o = self.overview
+        assert o is not None  # (called only with an overview)
+        (gx, gy), c = o["shape"], o["cell"]
+        fx = (x[out] - o["lower"][0]) / c[0]
+        fy = (y[out] - o["lower"][1]) / c[1]
+        ok = (fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy)  # (NaN fails)
+        keys = bucket[out[ok]].astype(np.intp) * gx
+        keys += fx[ok].astype(np.intp)
+        keys *= gy
+        keys += fy[ok].astype(np.intp)
+        add_keys(o["counts"].reshape(-1), keys, self._lock)
+        return out[~ok]
 
     def _merge_at(self):
         # as many candidates as rows kept (at least a block's worth): a merge costs at
@@ -337,14 +408,54 @@ class Pyramid:
         return int(self.outside_by_bucket.sum())
 
     @property
+    def drawn(self):
+        """Rows per bucket (B,) on a grid: the fine one's and the overview's."""
+        rows = self.counts.sum(axis=(1, 2), dtype=np.int64)
+        if self.overview is not None:
+            rows += self.overview["counts"].sum(axis=(1, 2), dtype=np.int64)
+        return rows
+
+    @property
     def totals(self):
-        """Rows per bucket (B,), those outside the extent included."""
-        return self.counts.sum(axis=(1, 2), dtype=np.int64) + self.outside_by_bucket
+        """Rows per bucket (B,), those outside every grid included."""
+        return self.drawn + self.outside_by_bucket
 
     @property
     def n(self):
         """Rows counted, those outside the picture included."""
-        return int(self.counts.sum()) + self.outside
+        return int(self.drawn.sum()) + self.outside
+
+    def overview_levels(self):
+        """The overview's count grids (B, gx, gy), coarsest first, or [] without one.
+
+        Its finest level holds the rows beyond the fine grid and the fine
+        grid's own counts summed ``2^j x 2^j`` into the overview's cells (the
+        fine grid is a block of whole overview cells): every row on a grid,
+        each in the overview cell that holds it.
+        """
+        o = self.overview
+        if o is None:
+            return []
+        f = 2 ** o["j"]
+        b, gx, gy = self.counts.shape
+        fine = self.counts.reshape(b, gx // f, f, gy // f, f).sum(axis=(2, 4), dtype=self.counts.dtype)
+        at = np.rint((self.extent[:, 0] - o["lower"]) / o["cell"]).astype(int)
+        finest = o["counts"].copy()
+        finest[:, at[0]:at[0] + gx // f, at[1]:at[1] + gy // f] += fine
+        out = [finest]
+        for _ in range(o["n_levels"] - 1):
+            c = out[-1]
+            if c.shape[1] >= 2:
+                c = c[:, 0::2, :] + c[:, 1::2, :]
+            if c.shape[2] >= 2:
+                c = c[:, :, 0::2] + c[:, :, 1::2]
+            out.append(c)
+        return out[::-1]
+
+    def overview_only(self):
+        """(gx, gy) uint8 of the overview's finest grid: 1 where it holds rows beyond the fine grid."""
+        o = self.overview
+        return None if o is None else (o["counts"].sum(axis=0) > 0).astype(np.uint8)
 
     def levels(self):
         """Count grids (B, gx, gy) from the coarsest level to the finest.

@@ -24,8 +24,10 @@
   }
   const colors = M.colors.map(rgb);
   const hidden = new Array(B).fill(false);
-  const x0 = M.extent[0][0], y0 = M.extent[1][0];
-  let levels = [], points = null;
+  // the fine grid's levels (coarsest first) and, where a few far rows set the extent, an
+  // overview's: a coarser grid over the whole extent holding every row, drawn wherever a row
+  // beyond the fine grid is in view (each level knows its grid's lower corner: x0, y0)
+  let levels = [], overview = [], onlySum = null, points = null;
   const canvas = document.getElementById("sp-canvas");
   const ctx = canvas.getContext("2d");
   const off = document.createElement("canvas");
@@ -63,9 +65,24 @@
   // side. Past the finest level a short side already SHORT_SIDE px is left as it is: merging
   // it up to the long side's 180 px threw away detail the cells hold.
   const SHORT_SIDE = 8;
+  // the overview where a row beyond the fine grid lies in view (its finest cells that hold one,
+  // summed over the view's cells from a summed-area table), else the fine grid
+  function tierInView() {
+    if (!overview.length) return levels;
+    const f = overview[overview.length - 1], r = plotRect();
+    const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
+    const clamp = (v, n) => Math.max(0, Math.min(n, v));
+    const ix0 = clamp(Math.floor((dx0 - f.x0) / f.cw), f.gx), ix1 = clamp(Math.ceil((dx1 - f.x0) / f.cw), f.gx);
+    const iy0 = clamp(Math.floor((dy0 - f.y0) / f.ch), f.gy), iy1 = clamp(Math.ceil((dy1 - f.y0) / f.ch), f.gy);
+    const at = (ix, iy) => onlySum[ix * (f.gy + 1) + iy];
+    const beyond = at(ix1, iy1) - at(ix0, iy1) - at(ix1, iy0) + at(ix0, iy0);
+    return beyond > 0 ? overview : levels;
+  }
+
   function choose() {
+    const list = tierInView();
     const px = view.s * view.k * dpr, py = view.s * dpr;
-    const sx = levels[0].cw * px, sy = levels[0].ch * py;  // (every level's ratio)
+    const sx = list[0].cw * px, sy = list[0].ch * py;  // (every level's ratio)
     const m = 2 ** Math.round(Math.log2(Math.max(sx, sy) / Math.min(sx, sy)));
     // at most a coarsest cell's worth (2^l along each side at level l): its edges, z[0] = 0
     // among them for two classes, stay edges, so no merged cell mixes the two sides
@@ -76,13 +93,14 @@
     };
     const merge = (lv) => {
       const cx = lv.cw * px, cy = lv.ch * py;
-      return { mx: cx < cy ? factor(cx, cy, Math.min(m, lv.gx / levels[0].gx)) : 1,
-        my: cy < cx ? factor(cy, cx, Math.min(m, lv.gy / levels[0].gy)) : 1 };
+      return { mx: cx < cy ? factor(cx, cy, Math.min(m, lv.gx / list[0].gx)) : 1,
+        my: cy < cx ? factor(cy, cx, Math.min(m, lv.gy / list[0].gy)) : 1 };
     };
-    let best = { l: 0, ...merge(levels[0]) };
-    for (let l = 1; l < levels.length; l++) {
-      const { mx, my } = merge(levels[l]), lv = levels[l];
-      if (Math.min(lv.cw * mx * px, lv.ch * my * py) >= 1) best = { l, mx, my };
+    const tier = list === levels ? "fine" : "overview";
+    let best = { tier, l: 0, ...merge(list[0]) };
+    for (let l = 1; l < list.length; l++) {
+      const { mx, my } = merge(list[l]), lv = list[l];
+      if (Math.min(lv.cw * mx * px, lv.ch * my * py) >= 1) best = { tier, l, mx, my };
     }
     return best;
   }
@@ -91,10 +109,10 @@
   // counts, exact as the level's own are (a merged cell's edges are the level's edges).
   // Derived on first use and kept, a few at a time.
   const merged = new Map();
-  function gridOf({ l, mx, my }) {
-    const lv = levels[l];
+  function gridOf({ tier, l, mx, my }) {
+    const lv = (tier === "overview" ? overview : levels)[l];
     if (mx === 1 && my === 1) return lv;
-    const key = `${l},${mx},${my}`;
+    const key = `${tier},${l},${mx},${my}`;
     if (merged.has(key)) return merged.get(key);
     const gx = lv.gx / mx, gy = lv.gy / my, plane = gx * gy, P = lv.gx * lv.gy, src = lv.counts;
     const sx = Math.log2(mx), sy = Math.log2(my);
@@ -106,7 +124,7 @@
         for (let iy = 0; iy < lv.gy; iy++) counts[to + (iy >> sy)] += src[from + iy];
       }
     }
-    const g = { l, mx, my, gx, gy, cw: lv.cw * mx, ch: lv.ch * my, counts };
+    const g = { tier, l, mx, my, gx, gy, cw: lv.cw * mx, ch: lv.ch * my, x0: lv.x0, y0: lv.y0, counts };
     if (merged.size >= 4) merged.delete(merged.keys().next().value);
     merged.set(key, g);
     return g;
@@ -162,7 +180,7 @@
     const r = plotRect();
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
-    const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch;
+    const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch, x0 = lv.x0, y0 = lv.y0;
     // the shading's scale: the densest cell in view (as datashader shades each view), so a
     // zoomed-in dense core is not flat
     let vmax = 1, rowsInView = 0;
@@ -208,10 +226,11 @@
     drawAxes(r);
     drawAspect(r);
     updateKey(lv, vmax);
-    api.level = li; api.vmax = vmax;
+    api.level = li; api.tier = lv.tier; api.vmax = vmax;
     document.getElementById("sp-status").textContent =
       (view.k !== 1 ? `${aspectNote()} · ` : "") +
-      `zoom ${fmt(view.s / home.s)}x · level ${li + 1} of ${levels.length} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
+      `zoom ${fmt(view.s / home.s)}x · ${lv.tier === "overview" ? `overview level ${li + 1} of ${overview.length}`
+        : `level ${li + 1} of ${levels.length}`} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
       // the rows the cells in view hold beside the points drawn: at deep zoom a few dozen
       // sampled rows stand for thousands, and the page says so
       (pointsShown ? ` · ${pointsShown.toLocaleString()} sampled rows drawn` +
@@ -230,7 +249,7 @@
   let pointsShown = 0, pointsInView = 0, drawnPoints = [], pointsOn = true;
   function drawPoints(g) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
-    if (!points || !pointsOn || g.l < levels.length - 1) return;
+    if (!points || !pointsOn || g.tier !== "fine" || g.l < levels.length - 1) return;
     const fine = cellPx(g);
     if (fine < POINTS_FROM) return;
     const r = plotRect(), inView = [];
@@ -418,8 +437,9 @@
   function cellAt(px, py) {
     const lv = gridOf(choose()), cw = lv.cw, ch = lv.ch;
     const [x, y] = toData(px, py);
-    const ix = Math.floor((x - x0) / cw), iy = Math.floor((y - y0) / ch);
-    const at = { level: lv.l, mx: lv.mx, my: lv.my, ix, iy, x, y, cell: cw, cellY: ch, counts: null };
+    const ix = Math.floor((x - lv.x0) / cw), iy = Math.floor((y - lv.y0) / ch);
+    const at = { tier: lv.tier, level: lv.l, mx: lv.mx, my: lv.my, ix, iy, x, y, x0: lv.x0, y0: lv.y0,
+      cell: cw, cellY: ch, counts: null };
     if (ix < 0 || iy < 0 || ix >= lv.gx || iy >= lv.gy) return at;
     const plane = lv.gx * lv.gy, counts = [];
     for (let k = 0; k < B; k++) counts.push(Number(lv.counts[k * plane + ix * lv.gy + iy]));
@@ -455,8 +475,8 @@
       // edges as multiples of the cell from the extent's corner; one within rounding of 0
       // (the boundary is a cell edge) reads 0, not 1e-16
       const edge = (v, w) => (Math.abs(v) < 1e-9 * w ? 0 : v);
-      const x = edge(x0 + c.ix * c.cell, c.cell), y = edge(y0 + c.iy * c.cellY, c.cellY);
-      html += `cell x ${fmt(x)} to ${fmt(edge(x0 + (c.ix + 1) * c.cell, c.cell))}, y ${fmt(y)} to ${fmt(edge(y0 + (c.iy + 1) * c.cellY, c.cellY))}<table>`;
+      const x = edge(c.x0 + c.ix * c.cell, c.cell), y = edge(c.y0 + c.iy * c.cellY, c.cellY);
+      html += `cell x ${fmt(x)} to ${fmt(edge(c.x0 + (c.ix + 1) * c.cell, c.cell))}, y ${fmt(y)} to ${fmt(edge(c.y0 + (c.iy + 1) * c.cellY, c.cellY))}<table>`;
       // the classes present in the cell, largest first (a cell of 200 classes holds a few)
       const present = [];
       c.counts.forEach((v, k) => { if (v) present.push(k); });
@@ -545,7 +565,9 @@
     document.getElementById("sp-notes").textContent =
       `${M.n.toLocaleString()} rows in ${M.levels.length} zoom levels (finest ${last.gx} x ${last.gy} cells` +
       (M.levels.length < M.levels_built ? `; ${M.levels_built - M.levels.length} finer levels over the file's size budget` : "") +
-      `). ` + sampleNote() +
+      `). ` + (M.overview ? `A few rows lie far out: the finest cells cover x ${fmt(M.extent[0][0])} to ${fmt(M.extent[0][1])}, ` +
+        `y ${fmt(M.extent[1][0])} to ${fmt(M.extent[1][1])}, and where rows beyond that are in view an overview ` +
+        `of ${M.overview.levels.length} coarser levels is drawn. ` : "") + sampleNote() +
       outsideNote() +
       (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, the rest are 'other'.` : "");
     let drag = null;
@@ -580,10 +602,24 @@
   }
 
   async function load() {
-    levels = await Promise.all(M.levels.map(async (lv, l) => ({
-      l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cw: lv.cw, ch: lv.ch,
+    const unpack = (tier, x0, y0) => async (lv, l) => ({
+      tier, l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cw: lv.cw, ch: lv.ch, x0, y0,
       counts: new TYPED[lv.dtype](await inflate(lv.data)),
-    })));
+    });
+    levels = await Promise.all(M.levels.map(unpack("fine", M.extent[0][0], M.extent[1][0])));
+    if (M.overview) {
+      const o = M.overview;
+      overview = await Promise.all(o.levels.map(unpack("overview", o.lower[0], o.lower[1])));
+      const f = overview[overview.length - 1], only = new Uint8Array(await inflate(o.only));
+      // summed-area table of the finest overview cells holding rows beyond the fine grid
+      onlySum = new Uint32Array((f.gx + 1) * (f.gy + 1));
+      for (let ix = 0; ix < f.gx; ix++) {
+        for (let iy = 0; iy < f.gy; iy++) {
+          onlySum[(ix + 1) * (f.gy + 1) + iy + 1] = only[ix * f.gy + iy] + onlySum[ix * (f.gy + 1) + iy + 1]
+            + onlySum[(ix + 1) * (f.gy + 1) + iy] - onlySum[ix * (f.gy + 1) + iy];
+        }
+      }
+    }
     const pts = M.points;
     points = {
       count: pts.count,
@@ -604,14 +640,17 @@
   }
 
   api.state = () => {
-    const { l, mx, my } = choose();
-    const lv = levels[l], cellPx = [lv.cw * mx * view.s * view.k, lv.ch * my * view.s];  // on screen
-    return { ...view, level: l, merge: [mx, my], cellPx, levels: levels.length, hidden: hidden.slice(), pointsShown,
+    const { tier, l, mx, my } = choose();
+    const lv = (tier === "overview" ? overview : levels)[l];
+    const cellPx = [lv.cw * mx * view.s * view.k, lv.ch * my * view.s];  // on screen
+    return { ...view, tier, level: l, merge: [mx, my], cellPx, levels: levels.length, overviewLevels: overview.length,
+      hidden: hidden.slice(), pointsShown,
       pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote(), boundaryDrawn };
   };
   api.stretch = stretch;
   api.showPoints = showPoints;
   api.zoom = zoom;
+  api.panTo = (x, y) => { view.cx = x; view.cy = y; render(); };
   api.toggle = toggle;
   api.cellAt = cellAt;
   api.plotRect = plotRect;
