@@ -496,6 +496,19 @@ def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():
     assert np.ptp(margin.get_xlim()) / np.diff(edges).max() == pytest.approx(200, rel=0.3)
 
 
+@pytest.mark.parametrize(("k", "filled"), [(3, True), (12, False)])
+def test_many_classes_along_z0_are_outlines_not_piled_fills(k, filled):
+    # twelve filled histograms piled into mud over each other's outlines (issue 12's review)
+    from matplotlib.patches import StepPatch
+
+    X, y = make_classes(n=6_000, p=4, k=k, seed=3)
+    fig = plot_projection(sp.BoundaryProjector().fit(X, y), X, y, top=12)
+    margin = next(ax for ax in fig.axes if ax.get_ylabel().startswith("density"))
+    steps = [p for p in margin.patches if isinstance(p, StepPatch)]
+    assert len([p for p in steps if not p.get_fill()]) == k  # every class's outline
+    assert len([p for p in steps if p.get_fill()]) == (k if filled else 0)
+
+
 def test_a_small_class_at_one_end_and_the_boundary_stay_in_the_picture():
     # 0.1 % of the rows, all beyond the 1-99 % quantiles of all rows: the limits left them
     # out whole, and the boundary with them

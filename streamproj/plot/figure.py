@@ -25,6 +25,7 @@ MIN_ALPHA = 0.25
 SOFT_EXTRA = 8  # colours past the palette taken from muted tones before the whole gamut
 BOUNDARY_COLOR = "#111111"
 MIN_DENSITY_ROWS = 200  # fewer rows of a class: the margin panel draws them as ticks
+FILLED_UP_TO = 4  # classes in the margin panel drawn filled under their outlines (more: outlines)
 SLIVER_IN = 0.15  # a panel narrower than this (inches) draws no boundary: its twin does
 MARGIN_FINE = 16  # the margin histograms are counted this many times finer than drawn for most
 
@@ -251,6 +252,9 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     if all(f for f, r in zip(few, rows, strict=True) if r):
         few = [False] * len(few)
     centres = (edges[:-1] + edges[1:]) / 2
+    # filled under their outlines for a few classes; past FILLED_UP_TO the fills piled up
+    # into mud and hid the outlines, which alone tell the classes apart
+    fill = sum(1 for f, r in zip(few, rows, strict=True) if r and not f) <= FILLED_UP_TO
     for k in range(margin.shape[0]):
         if rows[k] == 0:
             continue
@@ -265,8 +269,9 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
             steps = edges[[*starts, nbins]]
             top = max(top, float(dens.max()))
             # as ax.stairs draws them, without its costly data-limit update (limits set below)
-            ax.add_artist(StepPatch(dens, steps, baseline=0, facecolor=colors[k], linewidth=0,
-                                    alpha=0.25, fill=True))
+            if fill:
+                ax.add_artist(StepPatch(dens, steps, baseline=0, facecolor=colors[k],
+                                        linewidth=0, alpha=0.25, fill=True))
             ax.add_artist(StepPatch(dens, steps, baseline=0, edgecolor=colors[k], lw=1.4,
                                     fill=False))
         if binary is not None and k in binary:
