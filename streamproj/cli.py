@@ -263,8 +263,12 @@ def _fit(args):
 
 def _describe_fit(report):
     counts = ", ".join(f"{c}: {n:,}" for c, n in zip(report["classes"], report["counts"], strict=True))
-    return (f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows "
-            f"of {len(report['sources'])} source{'s' if len(report['sources']) != 1 else ''} ({counts})")
+    held = [s for s in report["sources"] if s["status"] != "evicted"]
+    text = (f"fitted {report['model']} ({report['version']}) on {report['rows']:,} rows "
+            f"of {len(held)} source{'s' if len(held) != 1 else ''} ({counts})")
+    if report.get("evicted"):
+        text += f"; forgot {len(report['evicted'])} source(s) outside the window"
+    return text
 
 
 def _describe_update(report):

@@ -603,16 +603,24 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
                                 "rows_skipped": 0})
         entries, evicted = _apply_window(entries, keep_last, max_age)
         summaries = {e["id"]: summaries[e["id"]] for e in entries}
+        # the sources the window dropped were read but are not in the model: reported as such
+        # and recorded as evicted, so a later update leaves them out (it merged them again,
+        # and dropped newer days to make room)
+        dropped = {ledger.key_of(e) for e in evicted}
+        for src, rep in zip(srcs, reports, strict=True):
+            if ledger.key_of(src.key()) in dropped:
+                rep.update(status="evicted", rows_merged=0)
         with clock("solve"), _context(srcs[0].spec):
             model.fit_stats(_merge_all(summaries[e["id"]] for e in entries))
         if before_write is not None:
             before_write(model, entries, srcs)
-        n = int(sum(s.n_rows for s in srcs))
+        n = int(sum(int(e["rows"]) for e in entries))  # rows in the model
         history = [{"event": "fit", "time": store.timestamp(), "rows_added": n,
                     "n_samples": model.stats_.n_samples,
                     "sources": [e["url"] for e in entries], "evicted": [e["url"] for e in evicted]}]
         with clock("write"):
             record = model.to_state().with_meta(sources=entries, history=history,
+                                                **_evicted_meta({}, evicted),
                                                 **_feature_meta(model, None, srcs))
             version = store.write_record(model_path, record, base=existing or None,
                                          summaries=summaries)

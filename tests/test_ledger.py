@@ -121,6 +121,46 @@ def test_a_glob_does_not_merge_back_what_the_window_evicted(days):
     assert_fit_on(d / "m", X[rows(4)], y[rows(4)])
 
 
+def test_a_first_fit_over_a_backlog_records_what_its_window_dropped(days, monkeypatch, capsys):
+    # a first fit of more days than keep_last kept the newest but recorded nothing of the rest:
+    # the next update merged the oldest day again and dropped a newer one to make room (a wrong
+    # model, exit 0), and the report counted the dropped rows as fitted
+    d, X, y = days
+    rep = jobs.fit_model(str(d / "day-[0-2].zarr"), d / "m", keep_last=2)
+    assert rep["rows"] == 600
+    assert [s["status"] for s in rep["sources"]] == ["evicted", "merged", "merged"]
+    assert [u.rsplit("/", 1)[1] for u in rep["evicted"]] == ["day-0.zarr"]
+    meta = store.read_model(d / "m")[0]
+    assert [e["url"].rsplit("/", 1)[1] for e in meta["evicted_sources"]] == ["day-0.zarr"]
+    assert meta["history"][0]["rows_added"] == 600
+    again = jobs.update_model(d / "m", str(d / "day-[0-2].zarr"), keep_last=2)
+    assert again["status"] == "unchanged"
+    assert [s["status"] for s in again["sources"]] == ["evicted before", "skipped", "skipped"]
+    assert_fit_on(d / "m", X[rows(1, 2)], y[rows(1, 2)])
+    jobs.update_model(d / "m", str(d / "day-[0-3].zarr"), keep_last=2)
+    assert_fit_on(d / "m", X[rows(2, 3)], y[rows(2, 3)])
+    # the command line says what the model holds and what the window dropped
+    assert main(["fit", str(d / "day-[0-2].zarr"), "--model", str(d / "m2"),
+                 "--keep-last", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "on 300 rows of 1 source (" in out
+    assert out.rstrip().endswith("; forgot 2 source(s) outside the window")
+    # a nightly run started on a backlog keeps the newest days from the first night on
+    (d / "data").mkdir()
+    for i in range(4):
+        (d / f"day-{i}.zarr").rename(d / "data" / f"day-{i}.zarr")
+    job = d / "job.toml"
+    job.write_text('[input]\npaths = ["data/day-*.zarr"]\n[model]\npath = "m3"\nkeep_last = 2\n'
+                   '[output]\npath = "o.zarr"\nmode = "append"\n')
+    monkeypatch.chdir(d)
+    assert main(["run", str(job)]) == 0
+    assert_fit_on(d / "m3", X[rows(2, 3)], y[rows(2, 3)])
+    (d / "day-4.zarr").rename(d / "data" / "day-4.zarr")
+    assert main(["run", str(job)]) == 0
+    assert_fit_on(d / "m3", X[rows(3, 4)], y[rows(3, 4)])
+    assert store.open_output(d / "o.zarr")["projection"].shape[0] == 1500
+
+
 def test_window_keeps_the_newest_sources_exactly(days):
     d, X, y = days
     jobs.fit_model(d / "day-0.zarr", d / "m", keep_last=3)
