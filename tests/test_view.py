@@ -14,7 +14,7 @@ from streamproj.plot import view_projection
 from streamproj.plot.reading import Blocks, ClassMap, stream
 from streamproj.view import MAX_COUNTS, View, build_view
 from streamproj.view.html import encode_view, render_page
-from streamproj.view.pyramid import Pyramid, finest_within, grid, overview_grid
+from streamproj.view.pyramid import Pyramid, finest_within, grid
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -108,8 +108,7 @@ def test_file_size_is_bounded_at_100_million_rows(kind):
     extent = np.array([[-4.0, 4.0], [-4.0, 4.0]])
     overview = None
     if "overview" in kind:  # and an overview of half the counts, every cell full
-        lower, shape, cell = grid(extent, 1024, 8)
-        overview = overview_grid(lower, shape, cell, 128, extent * 10, max_cells=2**23 // 3)
+        overview = (extent * 10, 1024, 8, "double")
     p = Pyramid(cm, extent, finest=1024 if overview else 2048, n_rows=10**8, overview=overview)
     rng = np.random.default_rng(2)
     if overview:
@@ -201,7 +200,7 @@ def test_a_heavy_tail_and_a_far_class_leave_the_core_its_fine_cells(k, monkeypat
         m.setattr(streamproj.view, "_tiers", lambda *a: None)
         one = build_view(source).pyramid
     assert one.overview is None
-    assert np.all(p.cell * 3 <= one.cell)
+    assert np.prod(one.cell / p.cell) >= 4  # cells a quarter of the area or less
     b = p.counts.shape[0]
     assert p.counts.size + o["counts"].size <= MAX_COUNTS  # the pass's memory, as before
     # every row once: on the fine grid, on the overview's alone, or outside both
@@ -230,33 +229,43 @@ def test_a_cloud_with_no_far_rows_keeps_one_grid():
         assert build_view(source).pyramid.overview is None
 
 
-def test_the_overview_grid_holds_the_fine_grid_in_whole_cells_with_its_edges():
-    rng = np.random.default_rng(31)
-    for _ in range(300):
-        lo = rng.normal(size=2) * 3
-        inner = np.column_stack([lo, lo + np.exp(rng.normal(size=2))])
-        far = np.column_stack([inner[:, 0] - np.exp(rng.normal(size=2) * 2),
-                               inner[:, 1] + np.exp(rng.normal(size=2) * 2)])
-        edges = (0.0 if rng.random() < 0.5 else None, None)
-        finest, coarsest, widen = finest_within(inner, 3, 2**22, edges)
-        lower, shape, cell = grid(inner, finest, coarsest, edges, widen)
-        got = overview_grid(lower, shape, cell, finest // coarsest, far, edges, 2**20)
-        if got is None:
-            continue
-        o_lower, o_shape, o_cell, j, n_levels = got
-        np.testing.assert_allclose(o_cell, cell * 2**j)
-        assert o_shape[0] * o_shape[1] <= 2**20
-        assert all(s % 2 ** (n_levels - 1) == 0 and s >= 2**n_levels for s in o_shape)
-        at = (lower - o_lower) / o_cell  # the fine grid starts on an overview cell's edge
-        np.testing.assert_allclose(at, np.rint(at), atol=1e-6)
-        assert np.all(np.array(shape) % 2**j == 0)
-        upper, o_upper = lower + np.array(shape) * cell, o_lower + np.array(o_shape) * o_cell
-        slack = 1e-9 * np.abs(far).max()
-        assert np.all(o_lower <= np.minimum(far[:, 0], lower) + slack)
-        assert np.all(o_upper >= np.maximum(far[:, 1], upper) - slack)
-        if edges[0] is not None:
-            e = -o_lower[0] / (o_cell[0] * 2 ** (n_levels - 1))
-            assert abs(e - round(e)) < 1e-6
+@pytest.mark.parametrize("far", [(3000.0, 3000.0), (400.0, 0.0), (0.0, -1e6)])
+def test_far_rows_at_any_distance_or_along_one_axis_keep_the_tiers(far, monkeypatch):
+    # the overview's cells were whole blocks of the fine grid's, so past ~300 core widths it
+    # could not reach and the view fell back to one coarse grid; a far group along one axis
+    # failed the per-axis gain test; and rows on the overview alone were never sampled
+    import streamproj.view
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(41)
+    n = 40_000
+    label = rng.integers(0, 3, size=n)
+    z = rng.normal(size=(n, 2)) + np.array([[-2.0, 0.0], [2.0, 0.0], [0.0, 2.5]])[label]
+    away = (label == 2) & (rng.random(n) < 0.02)  # 0.7 % of the rows, far out
+    z[away] += far
+    source = Source(Blocks({"z": z, "label": label}, block_rows=4_099), np.arange(3), np.eye(2),
+                    np.zeros(2), np.eye(3, 2), np.zeros(3), ["z0", "z1"], "far", "model", "y")
+    p = build_view(source).pyramid
+    assert p.overview is not None
+    with monkeypatch.context() as m:
+        m.setattr(streamproj.view, "_tiers", lambda *a: None)
+        one = build_view(source).pyramid
+    assert np.prod(one.cell / p.cell) >= 4
+    o = p.overview
+    np.testing.assert_array_equal(p.overview_levels()[-1][:3], _histograms(
+        z, label, source.classes, o["lower"], o["shape"], o["cell"]))
+    np.testing.assert_array_equal(p.counts[:3], _histograms(z, label, source.classes,
+                                                            p.extent[:, 0], p.shape, p.cell))
+    np.testing.assert_array_equal(p.totals[:3], np.bincount(label, minlength=3))
+    # the overview's cells of far rows are marked, the fine grid's rows not
+    beyond = ~((z >= p.extent[:, 0]) & (z < p.extent[:, 1])).all(axis=1)
+    cells = ((z[beyond] - o["lower"]) / o["cell"]).astype(int)
+    assert p.overview_only()[cells[:, 0], cells[:, 1]].all()
+    assert p.overview_only().sum() == len({tuple(c) for c in cells})
+    # far rows are in the sample, as many as the sample keeps of them
+    sampled = np.isin(p.sample["row"], np.flatnonzero(away))
+    assert sampled.sum() >= min(away.sum(), p.per_tile) // 2
+    np.testing.assert_array_equal(p.sample["x"], z[p.sample["row"], 0])
 
 
 def test_browser_draws_the_fine_grid_where_no_far_row_is_in_view(page_of):
@@ -294,6 +303,16 @@ def test_browser_draws_the_fine_grid_where_no_far_row_is_in_view(page_of):
     h = hover_at(247.0, 160.0)
     assert h["counts"] == _hovered_counts(over, h)
     assert sum(h["counts"]) > 0
+    # zoomed into the far group: the overview's cells, and its sampled rows once they are big
+    for _ in range(12):
+        state = page.evaluate("window.streamproj.state()")
+        if state["pointsShown"]:
+            break
+        page.evaluate("() => { const api = window.streamproj, [x, y] = api.toScreen(247, 160);"
+                      " api.zoom(2, x, y); }")
+    assert state["tier"] == "overview", state
+    assert state["level"] == state["overviewLevels"] - 1
+    assert state["pointsShown"] > 0  # (rows beyond the fine grid were never sampled)
     assert problems == []
 
 

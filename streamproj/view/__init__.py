@@ -31,7 +31,7 @@ from ..plot.reading import (
     with_zero,
 )
 from .html import DEFAULT_BUDGET, encode_view, render_page
-from .pyramid import Pyramid, finest_within, grid, overview_grid
+from .pyramid import Pyramid, finest_within, grid
 
 __all__ = ["View", "build_view"]
 
@@ -84,9 +84,9 @@ def _coarsest(finest):
 # The fine grid of a two-tier pyramid covers the bulk of the rows (spread_limits of all rows
 # together) this much wider on each side (of its span): a little panning stays on it.
 TIER_MARGIN = 0.25
-# ... and is used only where its cells are at least this many times finer, on both axes, than
-# one grid over the whole extent would give.
-TIER_GAIN = 3
+# ... and is used only where its cells are at least this many times smaller in area than one
+# grid over the whole extent would give, and no more than twice as long on either side.
+TIER_GAIN = 4
 
 
 def _tiers(limits, bulk, n_buckets, edges, single):
@@ -96,23 +96,25 @@ def _tiers(limits, bulk, n_buckets, edges, single):
     limits, so one grid over them spent its cells on empty space: the data's
     core, under 1 % of the extent, got coarse cells at every zoom. Half the
     counts go to a fine grid over the ``bulk`` of the rows (widened by
-    :data:`TIER_MARGIN`), the rest
-    to an overview over the whole extent that holds every row
-    (:func:`~.pyramid.overview_grid`); the page draws the fine grid wherever
-    no row beyond it is in view. None where that does not make the cells
-    :data:`TIER_GAIN` times finer.
+    :data:`TIER_MARGIN`), half to an overview over the whole extent that
+    counts every row (``overview``: its ``(extent, finest, coarsest, widen)``
+    for :class:`~.pyramid.Pyramid`); the page draws the fine grid wherever no
+    row beyond it is in view. None where that does not make the cells
+    :data:`TIER_GAIN` times smaller.
     """
     span = bulk[:, 1] - bulk[:, 0]
     inner = np.column_stack([np.maximum(bulk[:, 0] - TIER_MARGIN * span, limits[:, 0]),
                              np.minimum(bulk[:, 1] + TIER_MARGIN * span, limits[:, 1])])
     fine = finest_within(inner, n_buckets, MAX_COUNTS // 2, edges, _coarsest)
-    cell_one = grid(limits, single[0], single[1], edges, single[2])[2]
     lower, shape, cell = grid(inner, fine[0], fine[1], edges, fine[2])
-    if not np.all(cell * TIER_GAIN <= cell_one):
+    gain = grid(limits, single[0], single[1], edges, single[2])[2] / cell
+    if gain.prod() < TIER_GAIN or gain.min() < 0.5:
         return None
-    overview = overview_grid(lower, shape, cell, fine[0] // fine[1], limits, edges,
-                             MAX_COUNTS // 2 // n_buckets)
-    return None if overview is None else (inner, fine, overview)
+    # the overview holds the fine grid too: a row on it is counted in both
+    whole = np.column_stack([np.minimum(limits[:, 0], lower),
+                             np.maximum(limits[:, 1], lower + np.array(shape) * cell)])
+    overview = (whole, *finest_within(whole, n_buckets, MAX_COUNTS // 2, edges, _coarsest))
+    return inner, fine, overview
 
 
 def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,

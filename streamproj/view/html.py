@@ -67,7 +67,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     tier = None
     if overview:  # first, coarsest first, in half the budget: it holds every row
         o = pyramid.overview
-        tier = {"lower": o["lower"].tolist(), "levels": []}
+        tier = {"lower": o["lower"].tolist(), "levels": [], "levels_built": len(overview)}
         for depth, (counts, (blob, dtype)) in enumerate(zip(overview, packed_overview, strict=True)):
             if used + len(blob) > budget // 2 and tier["levels"]:
                 break

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..plot.summary import add_keys
 
-__all__ = ["Pyramid", "finest_within", "grid", "overview_grid", "row_hash"]
+__all__ = ["Pyramid", "finest_within", "grid", "row_hash"]
 
 _MAX_U64 = np.iinfo(np.uint64).max
 MIN_MERGE = 50_000
@@ -118,44 +118,6 @@ def grid(extent, finest, coarsest=8, edges=(None, None), widen="double"):
     return lower, (shape[0], shape[1]), cell
 
 
-def overview_grid(lower, shape, cell, per_coarse, limits, edges=(None, None), max_cells=2**22,
-                  coarsest=8):
-    """A coarser grid around a fine one, for the rows beyond it: ``(lower, (gx, gy), cell, j, n_levels)``, or None.
-
-    The fine grid (``lower``, ``shape``, ``cell``, ``per_coarse`` of its
-    finest cells in a coarsest one) covers where nearly all rows lie; the
-    overview covers ``limits`` and the fine grid, with cells ``2^j`` fine
-    cells a side, so the fine grid is a block of whole overview cells: its
-    counts sum into the overview's exactly. Each of ``edges`` is an edge of
-    every overview level's cells, as of the fine grid's (``2^j`` divides
-    ``per_coarse``). The overview's coarsest level has about ``coarsest``
-    cells along its longer side. The least ``j`` whose grid holds at most
-    ``max_cells`` cells, or None where none does.
-    """
-    lower, cell = np.asarray(lower, np.float64), np.asarray(cell, np.float64)
-    limits = np.asarray(limits, np.float64)
-    upper = lower + np.asarray(shape) * cell
-    lo, hi = np.minimum(limits[:, 0], lower), np.maximum(limits[:, 1], upper)
-    for j in range(1, int(np.log2(per_coarse)) + 1):
-        c = cell * 2.0**j
-        sides = [_pow2_at_least((b - a) / w) for a, b, w in zip(lo, hi, c, strict=True)]
-        n_levels = max(1, int(np.log2(max(max(sides) // coarsest, 1))) + 1)
-        least = 2 << (n_levels - 1)  # two coarsest cells a side
-        sides = [max(v, least) for v in sides]
-        out = np.empty(2)
-        for a in range(2):
-            if edges[a] is not None:  # a whole number of coarsest cells from the edge
-                coarse = c[a] * 2.0 ** (n_levels - 1)
-                out[a] = edges[a] - np.ceil((edges[a] - lo[a]) / coarse) * coarse
-            else:  # whole cells from the fine grid's start
-                out[a] = lower[a] - np.ceil((lower[a] - lo[a]) / c[a]) * c[a]
-            while out[a] + sides[a] * c[a] < hi[a]:
-                sides[a] *= 2
-        if sides[0] * sides[1] <= max_cells:
-            return out, (sides[0], sides[1]), c, j, n_levels
-    return None
-
-
 def finest_within(extent, n_buckets, max_counts, edges=(None, None), coarsest_of=None):
     """The finest grid whose ``n_buckets`` counts over ``extent`` fit in ``max_counts``.
 
@@ -211,10 +173,12 @@ class Pyramid:
     n_rows : int
         Total rows (chooses the count dtype).
     overview : tuple, optional
-        :func:`overview_grid` of this pyramid's grid: rows beyond the grid but
-        inside the overview's are counted there (:meth:`overview_levels`),
-        not left out. The fine grid then need only cover where nearly all
-        rows lie, and a few far rows no longer coarsen every cell.
+        ``(extent, finest, coarsest, widen)`` of an overview grid (laid as
+        :func:`grid` lays this one, with the same ``edges``) over the whole
+        extent: every row inside it is counted there as well
+        (:meth:`overview_levels`), and those beyond this grid are marked
+        (:meth:`overview_only`). This grid then need only cover where nearly
+        all rows lie, and a few far rows no longer coarsen every cell.
     """
 
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
@@ -228,17 +192,20 @@ class Pyramid:
         self.n_levels = int(np.log2(finest // coarsest)) + 1
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
-        # the overview: its finest grid's lower corner, shape, cell, fine cells per cell (2^j
-        # a side), levels, and the counts of the rows beyond the fine grid only
+        # the overview: its own grid and levels, the counts of every row inside it, and which
+        # of its cells hold rows beyond this grid
         self.overview: dict[str, Any] | None = None
         if overview is not None:
-            o_lower, o_shape, o_cell, j, o_levels = overview
-            self.overview = {"lower": np.asarray(o_lower, np.float64), "shape": tuple(o_shape),
-                             "cell": np.asarray(o_cell, np.float64), "j": int(j),
-                             "n_levels": int(o_levels),
-                             "counts": np.zeros((classmap.n_buckets, *o_shape), dtype=dtype)}
-        # rows outside the extent per bucket, and those of them with a non-finite coordinate:
-        # with the counts, every class's rows (a small class may lie wholly outside)
+            o_extent, o_finest, o_coarsest, o_widen = overview
+            o_lower, o_shape, o_cell = grid(o_extent, o_finest, o_coarsest, edges, o_widen)
+            self.overview = {"lower": o_lower, "shape": o_shape, "cell": o_cell,
+                             "extent": np.column_stack([o_lower, o_lower + np.array(o_shape) * o_cell]),
+                             "n_levels": int(np.log2(o_finest // o_coarsest)) + 1,
+                             "counts": np.zeros((classmap.n_buckets, *o_shape), dtype=dtype),
+                             "only": np.zeros(o_shape, dtype=np.uint8)}
+        # rows outside the extent (and the overview's, where there is one) per bucket, and those
+        # of them with a non-finite coordinate: with the counts, every class's rows (a small
+        # class may lie wholly outside)
         self.outside_by_bucket = np.zeros(classmap.n_buckets, dtype=np.int64)
         self.non_finite = 0
         self.tiles, self.per_tile = tiles, per_tile
@@ -306,28 +273,38 @@ class Pyramid:
         bucket = self.classmap.index(block["label"])
         inside, ix, iy, tile = self._cells(x, y)
         gx, gy = self.shape
-        out_b, non_finite = None, 0
+        out_b, non_finite, far = None, 0, None
         if inside is None:
             b, rows, n_inside = bucket, np.arange(start, start + x.size), x.size
         else:
             b, rows, n_inside = bucket[inside], inside + start, inside.size
-            if n_inside < x.size:  # only blocks with rows outside pay for these
-                out = np.ones(x.size, dtype=bool)
-                out[inside] = False
-                if self.overview is not None:  # counted in the overview where it reaches
-                    out = self._to_overview(x, y, bucket, np.flatnonzero(out))
-                out_b = np.bincount(bucket[out], minlength=self.classmap.n_buckets)
-                non_finite = int(np.count_nonzero(~(np.isfinite(x[out]) & np.isfinite(y[out]))))
+        if self.overview is not None:  # every row counted there; those beyond this grid marked
+            beyond = None
+            if n_inside < x.size:
+                beyond = np.ones(x.size, dtype=bool)
+                beyond[inside] = False
+                beyond = np.flatnonzero(beyond)
+            far, gone = self._to_overview(x, y, bucket, beyond)
+        elif n_inside < x.size:  # only blocks with rows outside pay for these
+            gone = np.ones(x.size, dtype=bool)
+            gone[inside] = False
+        if n_inside < x.size:
+            out_b = np.bincount(bucket[gone], minlength=self.classmap.n_buckets)
+            non_finite = int(np.count_nonzero(~(np.isfinite(x[gone]) & np.isfinite(y[gone]))))
         keys = b * gx
         keys += ix
         keys *= gy
         keys += iy
         add_keys(self.counts.reshape(-1), keys, self._lock)
+        at = inside if inside is not None else np.arange(x.size)
+        if far is not None and far.size:  # rows on the overview alone are sampled too
+            at = np.concatenate([at, far])
+            tile = np.concatenate([tile, self._tiles(x[far], y[far])])
+            rows, b = at + start, bucket[at]
         h = row_hash(rows)
         keep = np.flatnonzero(h < self._thresh[tile])  # a stale threshold only lets more through
-        at = keep if inside is None else inside[keep]
-        cand = {"tile": tile[keep], "hash": h[keep], "x": x[at], "y": y[at], "bucket": b[keep],
-                "row": rows[keep]}
+        cand = {"tile": tile[keep], "hash": h[keep], "x": x[at[keep]], "y": y[at[keep]],
+                "bucket": b[keep], "row": rows[keep]}
         batch = None
         with self._lock:
             if out_b is not None:
@@ -342,20 +319,53 @@ class Pyramid:
         if batch is not None:  # ranked outside the lock: one merger, the other threads go on
             self._merge(batch)
 
-    def _to_overview(self, x, y, bucket, out):
-        """Count rows ``out`` (indices, beyond the fine grid) in the overview; those beyond it too."""
+    def _to_overview(self, x, y, bucket, beyond):
+        """Count every row in the overview, mark the cells of rows ``beyond`` this grid.
+
+        Returns ``(far, gone)``: the rows beyond this grid that the overview
+        holds, and those it does not (outside every grid, non-finite ones
+        included), as indices.
+        """
         o = self.overview
         assert o is not None  # (called only with an overview)
-        (gx, gy), c = o["shape"], o["cell"]
-        fx = (x[out] - o["lower"][0]) / c[0]
-        fy = (y[out] - o["lower"][1]) / c[1]
+        (gx, gy), (x0, y0), (cx, cy) = o["shape"], o["lower"], o["cell"]
+        fx = x - x0
+        fx /= cx
+        fy = y - y0
+        fy /= cy
         ok = (fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy)  # (NaN fails)
-        keys = bucket[out[ok]].astype(np.intp) * gx
-        keys += fx[ok].astype(np.intp)
+        ix, iy = fx[ok].astype(np.intp), fy[ok].astype(np.intp)
+        keys = bucket[ok].astype(np.intp) * gx
+        keys += ix
         keys *= gy
-        keys += fy[ok].astype(np.intp)
+        keys += iy
         add_keys(o["counts"].reshape(-1), keys, self._lock)
-        return out[~ok]
+        if beyond is None:
+            return None, None
+        held = ok[beyond]
+        far = beyond[held]
+        cells = (fx[far].astype(np.intp), fy[far].astype(np.intp))
+        with self._lock:
+            o["only"][cells] = 1
+        return far, beyond[~held]
+
+    def _tiles(self, x, y):
+        """Sample tiles of rows anywhere (beyond the window: its edge tiles), as :meth:`_cells` gives."""
+        (x0, x1), (y0, y1) = self.extent
+        gx, gy = self.shape
+        t = self.tiles
+        out = np.zeros(x.size, dtype=np.intp)
+        for v, lo, hi, g, (first, scale), mul in ((x, x0, x1, gx, self._window[0], t),
+                                                  (y, y0, y1, gy, self._window[1], 1)):
+            # cells clipped just beyond the grid first: the tile clips to the edge anyway, and
+            # far rows' cell numbers would overflow the fixed-point product
+            f = np.clip((v - lo) * (g / (hi - lo)), -1, g).astype(np.intp)
+            f -= first
+            f *= scale
+            f >>= 32
+            np.clip(f, 0, t - 1, out=f)
+            out += f * mul
+        return out
 
     def _merge_at(self):
         # as many candidates as rows kept (at least a block's worth): a merge costs at
@@ -404,16 +414,14 @@ class Pyramid:
 
     @property
     def outside(self):
-        """Rows outside the extent (non-finite ones included)."""
+        """Rows outside the extent, or the overview's where there is one (non-finite ones included)."""
         return int(self.outside_by_bucket.sum())
 
     @property
     def drawn(self):
-        """Rows per bucket (B,) on a grid: the fine one's and the overview's."""
-        rows = self.counts.sum(axis=(1, 2), dtype=np.int64)
-        if self.overview is not None:
-            rows += self.overview["counts"].sum(axis=(1, 2), dtype=np.int64)
-        return rows
+        """Rows per bucket (B,) on a grid: this one's, or the overview's (which holds them all)."""
+        counts = self.counts if self.overview is None else self.overview["counts"]
+        return counts.sum(axis=(1, 2), dtype=np.int64)
 
     @property
     def totals(self):
@@ -425,52 +433,34 @@ class Pyramid:
         """Rows counted, those outside the picture included."""
         return int(self.drawn.sum()) + self.outside
 
-    def overview_levels(self):
-        """The overview's count grids (B, gx, gy), coarsest first, or [] without one.
+    def levels(self):
+        """Count grids (B, gx, gy) from the coarsest level to the finest."""
+        return _halvings(self.counts, self.n_levels)
 
-        Its finest level holds the rows beyond the fine grid and the fine
-        grid's own counts summed ``2^j x 2^j`` into the overview's cells (the
-        fine grid is a block of whole overview cells): every row on a grid,
-        each in the overview cell that holds it.
-        """
+    def overview_levels(self):
+        """The overview's count grids (B, gx, gy), coarsest first (every row inside it), or []."""
         o = self.overview
-        if o is None:
-            return []
-        f = 2 ** o["j"]
-        b, gx, gy = self.counts.shape
-        fine = self.counts.reshape(b, gx // f, f, gy // f, f).sum(axis=(2, 4), dtype=self.counts.dtype)
-        at = np.rint((self.extent[:, 0] - o["lower"]) / o["cell"]).astype(int)
-        finest = o["counts"].copy()
-        finest[:, at[0]:at[0] + gx // f, at[1]:at[1] + gy // f] += fine
-        out = [finest]
-        for _ in range(o["n_levels"] - 1):
-            c = out[-1]
-            if c.shape[1] >= 2:
-                c = c[:, 0::2, :] + c[:, 1::2, :]
-            if c.shape[2] >= 2:
-                c = c[:, :, 0::2] + c[:, :, 1::2]
-            out.append(c)
-        return out[::-1]
+        return [] if o is None else _halvings(o["counts"], o["n_levels"])
 
     def overview_only(self):
-        """(gx, gy) uint8 of the overview's finest grid: 1 where it holds rows beyond the fine grid."""
-        o = self.overview
-        return None if o is None else (o["counts"].sum(axis=0) > 0).astype(np.uint8)
+        """(gx, gy) uint8 of the overview's finest grid: 1 where it holds rows beyond this grid."""
+        return None if self.overview is None else self.overview["only"]
 
-    def levels(self):
-        """Count grids (B, gx, gy) from the coarsest level to the finest.
 
-        Each level adds the 2 x 2 cells below it as two strided additions
-        (rows, then columns): about ten times faster than summing the axes of
-        a (B, gx/2, 2, gy/2, 2) view. The counts' dtype holds every sum (it
-        holds the total number of rows).
-        """
-        out = [self.counts]
-        for _ in range(self.n_levels - 1):
-            c = out[-1]
-            if c.shape[1] >= 2:
-                c = c[:, 0::2, :] + c[:, 1::2, :]
-            if c.shape[2] >= 2:
-                c = c[:, :, 0::2] + c[:, :, 1::2]
-            out.append(c)
-        return out[::-1]
+def _halvings(counts, n_levels):
+    """``counts`` (B, gx, gy) and ``n_levels - 1`` coarser grids, each of 2 x 2 cells, coarsest first.
+
+    Each level adds the 2 x 2 cells below it as two strided additions (rows,
+    then columns): about ten times faster than summing the axes of a
+    (B, gx/2, 2, gy/2, 2) view. The counts' dtype holds every sum (it holds
+    the total number of rows).
+    """
+    out = [counts]
+    for _ in range(n_levels - 1):
+        c = out[-1]
+        if c.shape[1] >= 2:
+            c = c[:, 0::2, :] + c[:, 1::2, :]
+        if c.shape[2] >= 2:
+            c = c[:, :, 0::2] + c[:, :, 1::2]
+        out.append(c)
+    return out[::-1]

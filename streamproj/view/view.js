@@ -249,7 +249,8 @@
   let pointsShown = 0, pointsInView = 0, drawnPoints = [], pointsOn = true;
   function drawPoints(g) {
     pointsShown = 0; pointsInView = 0; drawnPoints = [];
-    if (!points || !pointsOn || g.tier !== "fine" || g.l < levels.length - 1) return;
+    // (at the finest level of the grid drawn: the overview's too, where far rows are in view)
+    if (!points || !pointsOn || g.l < (g.tier === "overview" ? overview : levels).length - 1) return;
     const fine = cellPx(g);
     if (fine < POINTS_FROM) return;
     const r = plotRect(), inView = [];
@@ -490,7 +491,7 @@
       });
       html += `<tr data-total="${total}" data-hidden="${hiddenRows}"><td><b>${hiddenRows ? "total shown" : "total"}</b></td><td class="n"><b>${total.toLocaleString()}</b>` +
         `${hiddenRows ? ` (+${hiddenRows.toLocaleString()} hidden)` : ""}</td></tr></table>`;
-    } else html += "outside the stored extent";
+    } else html += c.tier === "fine" && overview.length ? "no rows here" : "outside the stored extent";
     tip.innerHTML = html;
     tip.style.display = "block";
     // beside the pointer, flipped to its left or above it where it would leave the canvas
@@ -567,7 +568,9 @@
       (M.levels.length < M.levels_built ? `; ${M.levels_built - M.levels.length} finer levels over the file's size budget` : "") +
       `). ` + (M.overview ? `A few rows lie far out: the finest cells cover x ${fmt(M.extent[0][0])} to ${fmt(M.extent[0][1])}, ` +
         `y ${fmt(M.extent[1][0])} to ${fmt(M.extent[1][1])}, and where rows beyond that are in view an overview ` +
-        `of ${M.overview.levels.length} coarser levels is drawn. ` : "") + sampleNote() +
+        `of ${M.overview.levels.length} coarser levels is drawn` +
+        (M.overview.levels.length < M.overview.levels_built ? ` (${M.overview.levels_built - M.overview.levels.length} finer ones over the file's size budget)` : "") +
+        ". " : "") + sampleNote() +
       outsideNote() +
       (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, the rest are 'other'.` : "");
     let drag = null;
