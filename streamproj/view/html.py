@@ -18,9 +18,9 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "encode_view", "sample_bound"]
+__all__ = ["DEFAULT_BUDGET", "encode_view"]
 
-DEFAULT_BUDGET = 14 * 2**20  # encoded levels; the sample and page add at most ~5 MB more
+DEFAULT_BUDGET = 14 * 2**20  # encoded levels; the sample (up to 5.6 MB) and the page add the rest
 
 
 def _pack(array):
@@ -37,11 +37,6 @@ def _pack(array):
 def _deflate64(raw):
     """Deflated (level 1: the fastest), base64 text of ``raw`` bytes."""
     return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")
-
-
-def sample_bound(tiles, per_tile):
-    """Most bytes the encoded sample can take: 8 (x, y float32) + 1 + 8 per row, base64."""
-    return int(tiles * tiles * per_tile * 17 * 4 / 3 * 1.01) + 64
 
 
 def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
@@ -91,7 +86,8 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         cw, ch = (float(c) for c in pyramid.cell * 2.0 ** (len(levels) - 1 - depth))
         encoded.append({"gx": gx, "gy": gy, "cw": cw, "ch": ch, "dtype": dtype, "data": blob})
     points = {"count": int(order.size), "xy": points_blobs[0], "bucket": points_blobs[1],
-              "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile}
+              "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile,
+              "far_tiles": pyramid.far_tiles}
     payload = dict(meta)
     payload.update({
         "extent": pyramid.extent.tolist(),

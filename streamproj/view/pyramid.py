@@ -9,7 +9,10 @@ whole, and bounded (``tiles² · per_tile`` rows) whatever the number of rows.
 Per block, a row is a candidate only if its hash is below its tile's current
 threshold; candidates are ranked in batches (at least as many as the rows
 kept), so each is sorted O(1) times and a block costs O(rows) vector work.
-Memory is the finest grid plus the sample and a bounded batch, flat in n.
+Where a few far rows set the extent, an overview grid of its own counts every
+row and the finest grid covers the bulk of them (each half the memory); rows
+beyond the finest grid are sampled in tiles of their own. Memory is the
+finest grid (and the overview) plus the sample and a bounded batch, flat in n.
 """
 
 import threading
@@ -199,7 +202,6 @@ class Pyramid:
             o_extent, o_finest, o_coarsest, o_widen = overview
             o_lower, o_shape, o_cell = grid(o_extent, o_finest, o_coarsest, edges, o_widen)
             self.overview = {"lower": o_lower, "shape": o_shape, "cell": o_cell,
-                             "extent": np.column_stack([o_lower, o_lower + np.array(o_shape) * o_cell]),
                              "n_levels": int(np.log2(o_finest // o_coarsest)) + 1,
                              "counts": np.zeros((classmap.n_buckets, *o_shape), dtype=dtype),
                              "only": np.zeros(o_shape, dtype=np.uint8)}
@@ -214,19 +216,18 @@ class Pyramid:
         # ``tiles / cells`` in 32-bit fixed point (a tile is (ix - first) * scale >> 32);
         # rows beyond it join the edge tiles
         window = self.extent if window is None else np.asarray(window, dtype=np.float64)
-        self._window = []
-        for a in range(2):
-            first = int(np.clip(np.floor((window[a, 0] - self.extent[a, 0]) / cell[a]), 0,
-                                shape[a] - 1))
-            last = int(np.clip(np.ceil((window[a, 1] - self.extent[a, 0]) / cell[a]), first + 1,
-                               shape[a]))
-            self._window.append((first, (tiles << 32) // (last - first)))
-        self._thresh = np.full(tiles * tiles, _MAX_U64, dtype=np.uint64)
+        self._window = _fixed_window(window, lower, cell, shape, tiles)
+        # rows beyond this grid, on the overview alone, have far_tiles² tiles of their own,
+        # numbered after this grid's (see _tiles): in this grid's edge tiles, a far group of
+        # 500 rows kept 50
+        self.far_tiles = 0 if self.overview is None else _pow2_at_least(max(2, tiles // 2))
+        n_tiles = tiles * tiles + self.far_tiles**2
+        self._thresh = np.full(n_tiles, _MAX_U64, dtype=np.uint64)
         self._kept = {k: np.empty(0, t) for k, t in _FIELDS.items()}
         # candidates waiting to be ranked, merged in batches (see _merge_at), so each
         # candidate is sorted O(1) times rather than the whole sample once per block
         self._pending, self._pending_rows, self._merging = [], 0, False
-        self._capacity = tiles * tiles * per_tile
+        self._capacity = n_tiles * per_tile
         self._lock = threading.Lock()
 
     def _cells(self, x, y):
@@ -334,7 +335,16 @@ class Pyramid:
         fy = y - y0
         fy /= cy
         ok = (fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy)  # (NaN fails)
-        ix, iy = fx[ok].astype(np.intp), fy[ok].astype(np.intp)
+        # every row on this grid is held, in the overview's edge cell if rounding put it a few
+        # ulps beyond (the overview is laid over this grid, but centred by its own arithmetic)
+        if beyond is None:
+            ok[:] = True
+        else:
+            on_grid = np.ones(x.size, dtype=bool)
+            on_grid[beyond] = False
+            ok |= on_grid
+        ix = np.clip(fx[ok], 0, gx - 1).astype(np.intp)
+        iy = np.clip(fy[ok], 0, gy - 1).astype(np.intp)
         keys = bucket[ok].astype(np.intp) * gx
         keys += ix
         keys *= gy
@@ -350,22 +360,21 @@ class Pyramid:
         return far, beyond[~held]
 
     def _tiles(self, x, y):
-        """Sample tiles of rows anywhere (beyond the window: its edge tiles), as :meth:`_cells` gives."""
-        (x0, x1), (y0, y1) = self.extent
-        gx, gy = self.shape
-        t = self.tiles
-        out = np.zeros(x.size, dtype=np.intp)
-        for v, lo, hi, g, (first, scale), mul in ((x, x0, x1, gx, self._window[0], t),
-                                                  (y, y0, y1, gy, self._window[1], 1)):
-            # cells clipped just beyond the grid first: the tile clips to the edge anyway, and
-            # far rows' cell numbers would overflow the fixed-point product
-            f = np.clip((v - lo) * (g / (hi - lo)), -1, g).astype(np.intp)
-            f -= first
-            f *= scale
-            f >>= 32
-            np.clip(f, 0, t - 1, out=f)
-            out += f * mul
-        return out
+        """Sample tiles of rows beyond this grid that the overview holds (see ``far_tiles``).
+
+        Each overview cell's rows go to one of ``far_tiles²`` tiles, chosen by
+        a multiplicative hash of the cell: far rows are few and scattered, so
+        a tile mostly holds one or two cells, and a small far group keeps
+        all its rows (over the window's tiles, it kept one tile's worth).
+        """
+        o = self.overview
+        assert o is not None  # (called only with an overview)
+        (gx, gy), (x0, y0), (cx, cy) = o["shape"], o["lower"], o["cell"]
+        cells = np.clip((x - x0) / cx, 0, gx - 1).astype(np.uint64) * np.uint64(gy)
+        cells += np.clip((y - y0) / cy, 0, gy - 1).astype(np.uint64)
+        cells *= np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits mix all
+        cells >>= np.uint64(64 - 2 * int(np.log2(self.far_tiles)))
+        return cells.astype(np.intp) + self.tiles * self.tiles
 
     def _merge_at(self):
         # as many candidates as rows kept (at least a block's worth): a merge costs at
@@ -445,6 +454,21 @@ class Pyramid:
     def overview_only(self):
         """(gx, gy) uint8 of the overview's finest grid: 1 where it holds rows beyond this grid."""
         return None if self.overview is None else self.overview["only"]
+
+
+def _fixed_window(window, lower, cell, shape, tiles):
+    """Per axis, ``window``'s first cell of a grid and ``tiles / cells`` in 32-bit fixed point.
+
+    A row's tile is ``(cell - first) * scale >> 32``, clipped to the tiles:
+    integer arithmetic on the cells the counting computes anyway. The window
+    is clipped to the grid.
+    """
+    out = []
+    for a in range(2):
+        first = int(np.clip(np.floor((window[a, 0] - lower[a]) / cell[a]), 0, shape[a] - 1))
+        last = int(np.clip(np.ceil((window[a, 1] - lower[a]) / cell[a]), first + 1, shape[a]))
+        out.append((first, (tiles << 32) // (last - first)))
+    return out
 
 
 def _halvings(counts, n_levels):

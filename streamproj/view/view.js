@@ -447,6 +447,13 @@
     return { ...at, counts };
   }
 
+  // within the overview's grid (off the fine grid, where the fine grid is drawn, no row lies)
+  function inOverview(x, y) {
+    if (!overview.length) return false;
+    const f = overview[overview.length - 1];
+    return x >= f.x0 && x < f.x0 + f.gx * f.cw && y >= f.y0 && y < f.y0 + f.gy * f.ch;
+  }
+
   function nearestPoint(px, py) {
     let best = -1, bd = 36;
     for (const p of drawnPoints) {
@@ -491,7 +498,7 @@
       });
       html += `<tr data-total="${total}" data-hidden="${hiddenRows}"><td><b>${hiddenRows ? "total shown" : "total"}</b></td><td class="n"><b>${total.toLocaleString()}</b>` +
         `${hiddenRows ? ` (+${hiddenRows.toLocaleString()} hidden)` : ""}</td></tr></table>`;
-    } else html += c.tier === "fine" && overview.length ? "no rows here" : "outside the stored extent";
+    } else html += c.tier === "fine" && inOverview(c.x, c.y) ? "no rows here" : "outside the stored extent";
     tip.innerHTML = html;
     tip.style.display = "block";
     // beside the pointer, flipped to its left or above it where it would leave the canvas
@@ -534,7 +541,8 @@
     const what = `Dots (once the finest cells are ${POINTS_FROM} px; row index on hover) are a sample`;
     if (P.count >= drawable) return what + ` that holds every row. `;
     return what + `: at most ${P.per_tile} rows in each of ${P.tiles} x ${P.tiles} tiles over the first view ` +
-      `(rows beyond it share its edge tiles) ` +
+      `(rows beyond it share its edge tiles` +
+      (P.far_tiles ? `; the rows beyond the finest cells, in ${(P.far_tiles ** 2).toLocaleString()} tiles of their own, by overview cell` : "") + `) ` +
       `(${P.count.toLocaleString()} of ${drawable.toLocaleString()} rows), classes as mixed in the tile. ` +
       `Dense areas are thinned and sparse ones kept whole, so the dots are not proportional to the rows ` +
       `or to class sizes; the cells are. `;
