@@ -1445,6 +1445,8 @@ def _output_state(out):
     """The attributes and frame model of an existing output; None when nothing is there."""
     if store.is_local(out) and not Path(str(out)).expanduser().exists():
         return None
+    if store.output_absent(out):  # (an object store's: nothing there yet)
+        return None
     try:
         group = store.open_output(out)
     except StreamprojError:

@@ -100,6 +100,7 @@ __all__ = [
     "normalise",
     "open_input",
     "open_output",
+    "output_absent",
     "output_group",
     "overlaps",
     "read_boundary",
@@ -1561,6 +1562,25 @@ def read_model_meta(path):
     except (ModelError, ValueError, UnicodeDecodeError):
         return None
     return meta if isinstance(meta, dict) else None
+
+
+def output_absent(url):
+    """True when nothing is at an object-store output location (a local one: False; see callers).
+
+    An append to an output that is not there yet creates it, as for a local
+    path; the location's own listing decides, as :func:`open_output`'s does.
+    """
+    if is_local(url):
+        return False
+    fs, root = _fs(url)
+    try:
+        kind, _ = _remote_state(fs, root.rstrip("/"))
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"cannot read {url}: {type(exc).__name__}: {_short(exc)}"
+        raise InputError(msg) from None
+    return kind == "absent"
 
 
 def model_exists(path):

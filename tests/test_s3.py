@@ -115,6 +115,28 @@ def test_interrupted_overwrite_leaves_the_old_output_readable(bucket, capsys):
     assert keys(f"{bucket}/new.zarr") == []  # a failed first write leaves nothing
 
 
+@pytest.mark.slow
+def test_an_append_or_a_nightly_run_creates_its_first_output_on_s3(bucket, tmp_path, capsys):
+    # a missing local output is created by --append; on S3 the command failed "no output at",
+    # so a nightly job writing to S3 in append or auto mode could never make its first output
+    X, y = make_classes(n=600, p=3, seed=52)
+    s3_zarr(f"{bucket}/a.zarr", X[:300], y[:300])
+    s3_zarr(f"{bucket}/b.zarr", X[300:], y[300:])
+    model, out = f"{bucket}/m", f"{bucket}/out.zarr"
+    assert main(["fit", f"{bucket}/a.zarr", "--model", model]) == 0
+    assert main(["project", model, f"{bucket}/a.zarr", "--output", out, "--append"]) == 0
+    assert main(["project", model, f"{bucket}/b.zarr", "--output", out, "--append"]) == 0
+    np.testing.assert_allclose(store.open_output(out)["projection"][:], sp.load(model).transform(X),
+                               rtol=1e-12, atol=1e-12)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[input]\npaths = ["{bucket}/a.zarr", "{bucket}/b.zarr"]\n'
+                   f'[model]\npath = "{bucket}/m2"\n[output]\npath = "{bucket}/o2.zarr"\n'
+                   'mode = "auto"\n')
+    capsys.readouterr()
+    assert main(["run", str(job)]) == 0, capsys.readouterr().err
+    assert store.open_output(f"{bucket}/o2.zarr")["projection"].shape == (600, 2)
+
+
 KILL_S3_PROJECT = """
 import os, sys, time
 import zarr
