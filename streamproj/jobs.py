@@ -1987,6 +1987,8 @@ def run_job(config, progress=None, max_summary_memory=None):
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
     _check_job_paths(config)
+    if out.path:  # before the model step: it commits the model, and OUT must follow
+        store.check_output_reachable(out.path)
     if config.dask.slurm is not None and config.dask.scheduler is None:
         require_sbatch(config.source)
     steps = []

@@ -88,6 +88,7 @@ __all__ = [
     "Summaries",
     "check_disjoint",
     "check_ledger",
+    "check_output_reachable",
     "check_writable_location",
     "create_output_array",
     "foreign_inside",
@@ -534,6 +535,32 @@ def _locked(url, what):
             for folder in made:  # folders made for a job that wrote nothing
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+
+
+def check_output_reachable(url):
+    """Refuse an output that could not be written, before a job writes anything else.
+
+    A local one: its lock file is made and removed (its missing folders too),
+    which fails where the folder cannot be created or written. On an object
+    store: its bucket must exist (a denied write shows only when writing).
+    A nightly ``run`` checks this before its model step, which used to commit
+    the model and then fail on the output.
+    """
+    if is_local(url):
+        with _locked(url, "output"):
+            return
+    fs, root = _fs(url)
+    bucket = root.strip("/").split("/", 1)[0]
+    try:
+        there = fs.exists(bucket)
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        msg = f"cannot write output {url}: {type(exc).__name__}: {_short(exc)}"
+        raise StorageError(msg) from None
+    if not there:
+        msg = f"cannot write output {url}: there is no bucket {bucket!r}"
+        raise StorageError(msg)
 
 
 @contextlib.contextmanager

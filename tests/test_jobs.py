@@ -215,3 +215,32 @@ def test_each_table_is_read_again_with_its_own_label_column(tmp_path):
     # a nightly glob without --label: each file as it was merged, so both are skipped
     report = jobs.update_model(tmp_path / "m", [str(tmp_path / "f*.parquet")])
     assert [s["status"] for s in report["sources"]] == ["skipped", "skipped"]
+
+
+@pytest.mark.parametrize("mode", ["append", "rewrite"])
+def test_a_run_whose_output_cannot_be_written_leaves_the_model_as_it_was(tmp_path, capsys, mode):
+    # the model step committed a new version, then the project step failed on OUT's lock: exit 2,
+    # "status": "error", and a model that had moved with nothing saying so
+    from conftest import one_error_line
+
+    from streamproj import store
+    from streamproj.cli import main
+
+    X, y = make_classes(n=600, p=3, seed=61)
+    write_zarr(tmp_path / "p0.zarr", X[:300], y[:300], chunk_rows=100)
+    (tmp_path / "blocked").write_text("a file where the output's folder would be")
+    job = tmp_path / "job.toml"
+    job.write_text('[input]\npaths = ["p*.zarr"]\n[model]\npath = "m"\n'
+                   f'[output]\npath = "blocked/o.zarr"\nmode = "{mode}"\noverwrite = true\n')
+    assert main(["run", str(job)]) == 2
+    assert "blocked" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()  # no model made either
+    assert jobs.fit_model(tmp_path / "p0.zarr", tmp_path / "m")["status"] == "fitted"
+    version = store.read_record(tmp_path / "m").version
+    write_zarr(tmp_path / "p1.zarr", X[300:], y[300:], chunk_rows=100)
+    assert main(["run", str(job)]) == 2
+    assert "blocked" in one_error_line(capsys)
+    assert store.read_record(tmp_path / "m").version == version
+    assert sp.load(tmp_path / "m").stats_.n_samples == 300
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "job.toml", "m", "p0.zarr",
+                                                          "p1.zarr"]

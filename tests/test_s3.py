@@ -135,6 +135,12 @@ def test_an_append_or_a_nightly_run_creates_its_first_output_on_s3(bucket, tmp_p
     capsys.readouterr()
     assert main(["run", str(job)]) == 0, capsys.readouterr().err
     assert store.open_output(f"{bucket}/o2.zarr")["projection"].shape == (600, 2)
+    # an output in a bucket that is not there: refused before the model step writes anything
+    job.write_text(job.read_text().replace(f"{bucket}/m2", f"{bucket}/m3")
+                   .replace(f"{bucket}/o2.zarr", "s3://no-such-bucket-here/o.zarr"))
+    assert main(["run", str(job)]) == 2
+    assert "no bucket 'no-such-bucket-here'" in one_error_line(capsys)
+    assert keys(f"{bucket}/m3") == []
 
 
 KILL_S3_PROJECT = """
