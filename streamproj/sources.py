@@ -649,7 +649,8 @@ def _x_label(ctx, features, feature_names):
     return f"{ctx.base}[{shown}]"
 
 
-def _select(where, columns, numeric, features, label, label_given, require_y, what="column"):
+def _select(where, columns, numeric, features, label, label_given, require_y, what="column",
+            skip=()):
     """Resolve the feature and label names of a table.
 
     Parameters
@@ -667,6 +668,8 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
     label_given : bool
         The label was named by the user (so a missing one is always an error).
     require_y : bool
+    skip : collection of str
+        Columns that are no features unless named (a saved pandas index).
 
     Returns
     -------
@@ -683,7 +686,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
     else:
         lab = None
     if features is None:
-        chosen = [c for c in columns if c != label]
+        chosen = [c for c in columns if c != label and c not in skip]
     else:
         items = [s.strip() for s in features.split(",")] if isinstance(features, str) else list(features)
         chosen = []
@@ -920,7 +923,11 @@ def _open_parquet(ctx, features, label, label_given):
         t = schema.field(name).type
         return _arrow_numeric(t), f"{t} values"
 
-    cols, lab = _select(where, schema.names, numeric, features, label, label_given, ctx.require_y)
+    # a DataFrame's index that pandas saved with it (``__index_level_0__``, or a named one) is
+    # no feature: the row numbers were fitted as data
+    index = [c for c in (schema.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)]
+    cols, lab = _select(where, schema.names, numeric, features, label, label_given, ctx.require_y,
+                        skip=index)
     x_types, y_types = [], []
     for _f, shown, sch, _, _ in footers:
         for name in [*cols, *([lab] if lab else [])]:
@@ -1068,10 +1075,18 @@ def _open_csv(ctx, features, label, label_given):
         msg = f"{ctx.base} is not a readable CSV file ({type(exc).__name__}: {exc})"
         raise InputError(msg) from None
     columns = [str(c) for c in head.columns]
+    _check_csv_header(ctx.base, head_bytes, features)
+    if head.empty:  # (a text file says nothing of its columns' types without a row)
+        msg = f"{ctx.base} has a header but no rows; leave it out until it has some"
+        raise InputError(msg)
 
     def numeric(name):
-        dtype = head[name].dtype
-        return dtype.kind in "biuf", f"{dtype} values such as {head[name].iloc[0]!r}"
+        col = head[name]
+        if col.dtype.kind in "biuf":
+            return True, ""
+        bad = np.flatnonzero(np.asarray(pd.to_numeric(col, errors="coerce").isna() & col.notna()))
+        at = int(bad[0]) if bad.size else 0
+        return False, f"{col.iloc[at]!r} at row {at}"
 
     cols, lab = _select(ctx.base, columns, numeric, features, label, label_given, ctx.require_y)
     x_dtype = np.dtype(np.float64)  # text has no stored type; integers become floats too
@@ -1107,18 +1122,65 @@ def _open_csv(ctx, features, label, label_given):
                   x=tuple(cols), label=lab, names=names)
 
 
-def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV"):
-    """Parse one block of CSV bytes (the first holds the header) into a DataFrame."""
+def _check_csv_header(where, head_bytes, features):
+    """Refuse a header pandas would rename: repeated names, or unnamed columns taken as features.
+
+    pandas reads ``f0,f0`` as ``f0, f0.1`` and a blank name as ``Unnamed: 0``
+    (``DataFrame.to_csv`` writes its index so): fitted as features, the
+    row numbers became data.
+    """
+    import csv
+
+    line = head_bytes.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").rstrip("\r")
+    names = next(csv.reader([line]), [])
+    seen = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            msg = f"{where}: the header names column {name!r} twice; give each column its own name"
+            raise InputError(msg)
+        seen.add(name)
+        if not name.strip() and features is None:
+            msg = (f"{where}: column {i + 1} of the header has no name (a pandas index, written "
+                   "by to_csv without index=False?); name the features with --features, or "
+                   "give the column a name")
+            raise InputError(msg)
+
+
+def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False):
+    """Parse one block of CSV bytes (the first holds the header) into a DataFrame.
+
+    ``strict``: the block is parsed whole and every line must have as many
+    fields as the header (with ``usecols``, pandas dropped a line's extra
+    fields, so a stray comma shifted its values silently).
+    """
     import pandas as pd
 
     # low_memory=False: one type per column for the whole block (pandas would otherwise infer
     # types piece by piece and warn "mixed types" on stderr, beside the one error line)
     try:
+        if first and strict:  # (with usecols, even the header's block took extra fields)
+            frame = pd.read_csv(io.BytesIO(data), low_memory=False, dtype=dtype)
+            return frame[list(usecols)]
         if first:
             return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype)
+        if strict:
+            at = {columns.index(k): v for k, v in (dtype or {}).items()}
+            frame = pd.read_csv(io.BytesIO(data), header=None, low_memory=False, dtype=at or None)
+            if frame.shape[1] != len(columns):
+                msg = (f"{where}: a line has {frame.shape[1]} fields where the header has "
+                       f"{len(columns)} (a comma inside an unquoted value?)")
+                raise InputError(msg)
+            frame.columns = list(columns)
+            return frame[list(usecols)]
         return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
                            low_memory=False, dtype=dtype)
-    except pd.errors.ParserError as exc:
+    except ValueError as exc:  # (pandas' ParserError is one)
+        if "fields in line" in str(exc) or "passed names did not match" in str(exc):
+            msg = (f"{where}: a line has more fields than the header ({' '.join(str(exc).split())}; "
+                   "a comma inside an unquoted value?)")
+            raise InputError(msg) from None
+        if not isinstance(exc, pd.errors.ParserError):
+            raise
         msg = (f"{where}: cannot parse a block of it ({' '.join(str(exc).split())}); the file is "
                "read in blocks split at line ends, so a quoted field holding a line break cannot "
                "be read: remove the line breaks inside fields, or convert the file to Parquet")
@@ -1136,7 +1198,7 @@ def _read_csv_rows(data, first, columns, features, where, offset):
     """One chunk of X: the feature columns of one block of CSV bytes, as float64."""
     import pandas as pd
 
-    frame = _csv_frame(data, first, columns, list(features), where=where)
+    frame = _csv_frame(data, first, columns, list(features), where=where, strict=True)
     X = np.empty((len(frame), len(features)), dtype=np.float64, order="F")
     for j, name in enumerate(features):
         col = frame[name]

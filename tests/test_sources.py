@@ -668,3 +668,63 @@ def test_a_csv_field_holding_a_line_break_across_blocks_is_one_clear_error(tmp_p
     with pytest.raises(InputError, match=r"nl\.csv: cannot parse a block of it \(.*EOF inside "
                                          r"string.*\); .* a quoted field holding a line break"):
         sources.open_source(tmp_path / "nl.csv", label="y", chunk_rows=100).y.compute()
+
+
+def test_a_saved_pandas_index_is_no_feature(tmp_path, data, capsys):
+    # a DataFrame saved with its index (Parquet's __index_level_0__, a named index, to_csv's
+    # unnamed first column) had the row numbers fitted as a feature, silently
+    X, y = data
+    df = _frame(X, y)
+    df.index = np.arange(len(df)) + 100  # (a filtered frame: not a RangeIndex)
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=True), str(tmp_path / "idx.parquet"))
+    pq.write_table(pa.Table.from_pandas(df.rename_axis("row_id")), str(tmp_path / "named.parquet"))
+    for name in ("idx", "named"):
+        src = sources.open_source(tmp_path / f"{name}.parquet", label="label")
+        assert src.feature_names == tuple(COLS), name
+        np.testing.assert_array_equal(src.X.compute(), X)
+    named = sources.open_source(tmp_path / "named.parquet", label="label", features="row_id,emb_0")
+    np.testing.assert_array_equal(named.X.compute()[:, 0], np.arange(N) + 100)  # when asked for
+    df.to_csv(tmp_path / "idx.csv")  # pandas' default: the index first, its header blank
+    assert main(["fit", str(tmp_path / "idx.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m")]) == 2
+    assert "idx.csv: column 1 of the header has no name" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()
+    src = sources.open_source(tmp_path / "idx.csv", label="label", features=COLS)
+    np.testing.assert_allclose(src.X.compute(), X, rtol=1e-15)
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
+    (tmp_path / "dup.csv").write_text("f0,f0,label\n1,2,0\n3,4,1\n")
+    with pytest.raises(InputError, match=r"dup\.csv: the header names column 'f0' twice"):
+        sources.open_source(tmp_path / "dup.csv", label="label")
+
+
+def test_a_csv_line_with_a_field_too_many_is_refused_in_any_block(tmp_path, capsys):
+    # "1,234.5" typed unquoted in a later block: pandas, reading by name, dropped the last field
+    # and shifted the others, and the fit used the shifted row (exit 0)
+    rng = np.random.default_rng(8)
+    rows = [f"{rng.integers(0, 2)},{rng.normal():.6f},{rng.normal():.6f},{rng.normal():.6f}"
+            for _ in range(6000)]
+    for at in (4, 3000, 5999):  # in the first block, in a later one, the last line
+        bad = list(rows)
+        bad[at] = "1,1,234.5,0.5,0.7"
+        (tmp_path / "lf.csv").write_text("label,a,b,c\n" + "\n".join(bad) + "\n")
+        with pytest.raises(InputError, match=r"lf\.csv(: a line has (5|more) fields| is not a "
+                                             r"readable CSV file .*Expected 4 fields in line 6)"):
+            sources.open_source(tmp_path / "lf.csv", label="label", chunk_rows=500).X.compute()
+    assert main(["fit", str(tmp_path / "lf.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m")]) == 2
+    assert "lf.csv: a line has" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_csv_with_a_header_and_no_rows(tmp_path, capsys):
+    # a traceback (IndexError) before
+    (tmp_path / "h.csv").write_text("f0,f1,label\n")
+    code = main(["fit", str(tmp_path / "h.csv"), "--label", "label", "--model", str(tmp_path / "m")])
+    assert code == 2
+    assert "h.csv has a header but no rows" in one_error_line(capsys)
+    (tmp_path / "v.csv").write_text("f0,f1,label\n1.5,2,0\nabc,3,1\n")
+    code = main(["fit", str(tmp_path / "v.csv"), "--label", "label", "--model", str(tmp_path / "m")])
+    assert code == 2
+    assert "feature column 'f0' holds 'abc' at row 1" in one_error_line(capsys)
