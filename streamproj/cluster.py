@@ -83,6 +83,10 @@ def dask_cluster(scheduler: str | None = None, slurm: Any = None,
     if scheduler is None and slurm is None:
         yield None
         return
+    if scheduler is not None and not str(scheduler).strip():
+        msg = ("the dask scheduler's address is empty (--scheduler, or [dask] scheduler); give "
+               "one such as tcp://host:8786, or leave it out to run here")
+        raise ClusterError(msg)
     try:
         from distributed import Client
     except ImportError:
@@ -104,16 +108,37 @@ def dask_cluster(scheduler: str | None = None, slurm: Any = None,
         except (OSError, TimeoutError) as exc:
             msg = f"cannot reach {where}: {exc}"
             raise ClusterError(msg) from None
+        except (ValueError, TypeError) as exc:  # ("missing port number in address 'notaurl'")
+            msg = f"cannot reach {where}: {exc} (an address looks like tcp://host:8786)"
+            raise ClusterError(msg) from None
         stack.callback(_quietly, client.close)
         watchdog = stack.enter_context(_Watchdog(client, timeout))
         try:
             yield client
         except BaseException as exc:
-            if watchdog.fired is None:
-                raise
-            msg = (f"{where} had {watchdog.fired} for {timeout:g} s, so the job stopped "
-                   f"(set [dask] timeout to wait longer); nothing was written ({type(exc).__name__})")
-            raise ClusterError(msg) from None
+            if watchdog.fired is not None:
+                msg = (f"{where} had {watchdog.fired} for {timeout:g} s, so the job stopped "
+                       f"(set [dask] timeout to wait longer); nothing was written "
+                       f"({type(exc).__name__})")
+                raise ClusterError(msg) from None
+            if _lost(exc):  # the scheduler went away, or a task kept killing its workers
+                msg = (f"the job lost {where} ({type(exc).__name__}: {_first_line(exc)}), so it "
+                       "stopped; what it was writing was not committed")
+                raise ClusterError(msg) from None
+            raise
+
+
+def _lost(exc):
+    """Whether ``exc`` is the cluster failing under a job (not the job's own error)."""
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(exc, FutureCancelledError | CommClosedError | KilledWorker)
+
+
+def _first_line(exc):
+    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 def _quietly(close):

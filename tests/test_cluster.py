@@ -1,3 +1,5 @@
+import contextlib
+
 import numpy as np
 import pytest
 import zarr
@@ -147,4 +149,77 @@ def test_every_worker_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
     assert outcome["code"] == 2, err
     assert len(err) == 1, err
     assert f"the dask scheduler at {address} had no worker for 2 s" in err[0]
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("address", ["notaurl", "", " "])
+def test_a_malformed_scheduler_address_is_one_line(tmp_path, capsys, address):
+    # "notaurl" was a ValueError traceback (exit 1); "" got past "no scheduler given"
+    X, y = make_classes(n=100, p=3, seed=44)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    code = main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m"),
+                 "--scheduler", address])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err
+    assert "scheduler" in err[0]
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_the_scheduler_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
+    """The scheduler process (127.0.0.1 only) dies mid-pass: one line, exit 2, nothing written."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    X, y = make_classes(n=3000, p=3, seed=45)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
+    (tmp_path / "slowtasks.py").write_text(SLOW_TASKS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
+                               str(file)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(600):
+            if file.exists() and file.read_text().strip():
+                break
+            time.sleep(0.1)
+        address = json.loads(file.read_text())["address"]
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                       "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
+                                       "--no-dashboard", "--preload", "slowtasks"],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with distributed.Client(address) as watcher:
+            watcher.wait_for_workers(1, timeout=60)
+
+            def kill_when_busy():
+                with contextlib.suppress(Exception):
+                    while not any(watcher.processing().values()):
+                        threading.Event().wait(0.05)
+                procs[0].kill()
+
+            killer = threading.Thread(target=kill_when_busy, daemon=True)
+            killer.start()
+            outcome = {}
+            job = threading.Thread(target=lambda: outcome.update(code=main([
+                "fit", str(tmp_path / "d.zarr"), "--model",
+                str(tmp_path / "m"), "--scheduler", address])), daemon=True)
+            job.start()
+            job.join(timeout=120)  # a guard against a hang, not a timing assertion
+            assert not job.is_alive(), "the job hung after losing its scheduler"
+            killer.join(timeout=10)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if line.startswith("streamproj:")]
+    assert outcome["code"] == 2, err
+    assert len(err) == 1, err
+    assert address in err[0]
     assert not (tmp_path / "m").exists()
