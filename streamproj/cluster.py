@@ -109,7 +109,8 @@ def dask_cluster(scheduler: str | None = None, slurm: Any = None,
             msg = f"cannot reach {where}: {exc}"
             raise ClusterError(msg) from None
         except (ValueError, TypeError) as exc:  # ("missing port number in address 'notaurl'")
-            msg = f"cannot reach {where}: {exc} (an address looks like tcp://host:8786)"
+            hint = " (an address looks like tcp://host:8786)" if slurm is None else ""
+            msg = f"cannot reach {where}: {exc}{hint}"
             raise ClusterError(msg) from None
         stack.callback(_quietly, client.close)
         watchdog = stack.enter_context(_Watchdog(client, timeout))
@@ -121,7 +122,12 @@ def dask_cluster(scheduler: str | None = None, slurm: Any = None,
                        f"(set [dask] timeout to wait longer); nothing was written "
                        f"({type(exc).__name__})")
                 raise ClusterError(msg) from None
-            if _lost(exc):  # the scheduler went away, or a task kept killing its workers
+            if _killed(exc):
+                msg = (f"a task of the job killed the workers of {where} again and again "
+                       f"({_first_line(exc)}): out of memory? (smaller chunks, or more memory "
+                       "per worker); what it was writing was not committed")
+                raise ClusterError(msg) from None
+            if _lost(exc):  # the scheduler went away
                 msg = (f"the job lost {where} ({type(exc).__name__}: {_first_line(exc)}), so it "
                        "stopped; what it was writing was not committed")
                 raise ClusterError(msg) from None
@@ -129,12 +135,18 @@ def dask_cluster(scheduler: str | None = None, slurm: Any = None,
 
 
 def _lost(exc):
-    """Whether ``exc`` is the cluster failing under a job (not the job's own error)."""
+    """Whether ``exc`` is the connection to the scheduler lost under a job."""
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
+
+    return isinstance(exc, FutureCancelledError | CommClosedError)
+
+
+def _killed(exc):
+    """Whether ``exc`` is a task that killed every worker it ran on (distributed gave up on it)."""
     from distributed.scheduler import KilledWorker
 
-    return isinstance(exc, FutureCancelledError | CommClosedError | KilledWorker)
+    return isinstance(exc, KilledWorker)
 
 
 def _first_line(exc):

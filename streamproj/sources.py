@@ -1068,14 +1068,20 @@ def _open_csv(ctx, features, label, label_given):
     try:
         with ctx.fs.open(ctx.path, "rb", compression=compression) as f:
             head_bytes = f.read(1 << 16)
-            if len(head_bytes) == 1 << 16:  # a cut line would read as a missing value
-                head_bytes = head_bytes[: head_bytes.rfind(b"\n") + 1]
+            # the header and a row at least (a wide file's header alone can pass 64 KiB)
+            while head_bytes.count(b"\n") < 2 and len(head_bytes) < 1 << 26:
+                more = f.read(1 << 16)
+                if not more:
+                    break
+                head_bytes += more
+            else:
+                head_bytes = head_bytes[: head_bytes.rfind(b"\n") + 1]  # a cut line: a missing value
         head = pd.read_csv(io.BytesIO(head_bytes), nrows=1000)
     except (ValueError, OSError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
         msg = f"{ctx.base} is not a readable CSV file ({type(exc).__name__}: {exc})"
         raise InputError(msg) from None
     columns = [str(c) for c in head.columns]
-    _check_csv_header(ctx.base, head_bytes, features)
+    _check_csv_header(ctx.base, head_bytes, features, label)
     if head.empty:  # (a text file says nothing of its columns' types without a row)
         msg = f"{ctx.base} has a header but no rows; leave it out until it has some"
         raise InputError(msg)
@@ -1122,56 +1128,65 @@ def _open_csv(ctx, features, label, label_given):
                   x=tuple(cols), label=lab, names=names)
 
 
-def _check_csv_header(where, head_bytes, features):
-    """Refuse a header pandas would rename: repeated names, or unnamed columns taken as features.
+def _check_csv_header(where, head_bytes, features, label):
+    """Refuse a header pandas would rename where the renamed columns are read.
 
     pandas reads ``f0,f0`` as ``f0, f0.1`` and a blank name as ``Unnamed: 0``
-    (``DataFrame.to_csv`` writes its index so): fitted as features, the
-    row numbers became data.
+    (``DataFrame.to_csv`` writes its index so): taken as features, the row
+    numbers became data. With ``--features`` naming others, they are left
+    alone (Excel's trailing commas make blank names too).
     """
     import csv
 
     line = head_bytes.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").rstrip("\r")
     names = next(csv.reader([line]), [])
+    named = None if features is None else (
+        [f.strip() for f in features.split(",")] if isinstance(features, str) else list(features))
     seen = set()
     for i, name in enumerate(names):
-        if name in seen:
+        if not name.strip():
+            if named is None:
+                msg = (f"{where}: column {i + 1} of the header has no name (a pandas index, "
+                       "written by to_csv without index=False?); name the features with "
+                       "--features, or give the column a name")
+                raise InputError(msg)
+        elif name in seen and (named is None or name in named or name == label):
             msg = f"{where}: the header names column {name!r} twice; give each column its own name"
             raise InputError(msg)
         seen.add(name)
-        if not name.strip() and features is None:
-            msg = (f"{where}: column {i + 1} of the header has no name (a pandas index, written "
-                   "by to_csv without index=False?); name the features with --features, or "
-                   "give the column a name")
-            raise InputError(msg)
 
 
-def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False):
+_EXTRA = "\x00streamproj: a field past the header's"
+
+
+def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False, offset=0):
     """Parse one block of CSV bytes (the first holds the header) into a DataFrame.
 
-    ``strict``: the block is parsed whole and every line must have as many
-    fields as the header (with ``usecols``, pandas dropped a line's extra
-    fields, so a stray comma shifted its values silently).
+    ``strict``: a line with more fields than the header is refused (read by
+    name with ``usecols``, pandas dropped a line's extra fields, so a stray
+    comma shifted its values silently): one more column is named and read,
+    which only such a line fills.
     """
     import pandas as pd
 
     # low_memory=False: one type per column for the whole block (pandas would otherwise infer
     # types piece by piece and warn "mixed types" on stderr, beside the one error line)
     try:
-        if first and strict:  # (with usecols, even the header's block took extra fields)
-            frame = pd.read_csv(io.BytesIO(data), low_memory=False, dtype=dtype)
+        if strict:
+            # pandas wants some line as long as the names: a last line of empty fields, dropped
+            tail = b"" if data.endswith(b"\n") else b"\n"
+            frame = pd.read_csv(io.BytesIO(data + tail + b"," * len(columns) + b"\n"),
+                                header=0 if first else None, names=[*columns, _EXTRA],
+                                usecols=[*usecols, _EXTRA], index_col=False, low_memory=False,
+                                dtype=dtype).iloc[:-1]
+            extra = np.flatnonzero(frame[_EXTRA].notna().to_numpy())
+            if extra.size:
+                msg = (f"{where}: the line of row {offset + int(extra[0])} has more fields than "
+                       f"the header's {len(columns)} (a comma inside an unquoted value?)")
+                raise InputError(msg)
             return frame[list(usecols)]
         if first:
             return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype)
-        if strict:
-            at = {columns.index(k): v for k, v in (dtype or {}).items()}
-            frame = pd.read_csv(io.BytesIO(data), header=None, low_memory=False, dtype=at or None)
-            if frame.shape[1] != len(columns):
-                msg = (f"{where}: a line has {frame.shape[1]} fields where the header has "
-                       f"{len(columns)} (a comma inside an unquoted value?)")
-                raise InputError(msg)
-            frame.columns = list(columns)
-            return frame[list(usecols)]
         return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
                            low_memory=False, dtype=dtype)
     except ValueError as exc:  # (pandas' ParserError is one)
@@ -1198,7 +1213,8 @@ def _read_csv_rows(data, first, columns, features, where, offset):
     """One chunk of X: the feature columns of one block of CSV bytes, as float64."""
     import pandas as pd
 
-    frame = _csv_frame(data, first, columns, list(features), where=where, strict=True)
+    frame = _csv_frame(data, first, columns, list(features), where=where, strict=True,
+                       offset=offset)
     X = np.empty((len(frame), len(features)), dtype=np.float64, order="F")
     for j, name in enumerate(features):
         col = frame[name]

@@ -541,8 +541,9 @@ def check_output_reachable(url):
     """Refuse an output that could not be written, before a job writes anything else.
 
     A local one: its lock file is made and removed (its missing folders too),
-    which fails where the folder cannot be created or written. On an object
-    store: its bucket must exist (a denied write shows only when writing).
+    which fails where the folder cannot be created or written. On S3: its
+    bucket must exist and answer (a store that cannot be listed, or denies
+    only the write, shows that when the output is written).
     A nightly ``run`` checks this before its model step, which used to commit
     the model and then fail on the output.
     """
@@ -550,17 +551,21 @@ def check_output_reachable(url):
         with _locked(url, "output"):
             return
     fs, root = _fs(url)
-    bucket = root.strip("/").split("/", 1)[0]
-    try:
-        there = fs.exists(bucket)
+    if "s3" not in fs.protocol:  # (other stores: their first write tells)
+        return
+    bucket, _, prefix = root.strip("/").partition("/")
+    try:  # what a writer allowed under the prefix alone may ask; fs.exists(bucket) is not
+        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except FileNotFoundError:
+        msg = f"cannot write output {url}: there is no bucket {bucket!r}"
+        raise StorageError(msg) from None
+    except PermissionError:
+        return  # not allowed to list: a write may still be
     except Exception as exc:
         if not _is_expected(exc):
             raise
-        msg = f"cannot write output {url}: {type(exc).__name__}: {_short(exc)}"
+        msg = f"cannot reach output {url}: {type(exc).__name__}: {_short(exc)}"
         raise StorageError(msg) from None
-    if not there:
-        msg = f"cannot write output {url}: there is no bucket {bucket!r}"
-        raise StorageError(msg)
 
 
 @contextlib.contextmanager
