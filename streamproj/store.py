@@ -1172,14 +1172,7 @@ def open_output(url):
                 raise InputError(msg)
         group = _open_group(url, "r")
     else:
-        fs, root = _fs(url)
-        try:
-            kind, pointer = _remote_state(fs, root.rstrip("/"))
-        except Exception as exc:
-            if not _is_expected(exc):
-                raise
-            msg = f"cannot read {url}: {type(exc).__name__}: {_short(exc)}"
-            raise InputError(msg) from None
+        kind, pointer = _read_remote_state(url)
         if kind == "absent":
             msg = f"no output at {url}"
             raise InputError(msg)
@@ -1602,17 +1595,19 @@ def output_absent(url):
     An append to an output that is not there yet creates it, as for a local
     path; the location's own listing decides, as :func:`open_output`'s does.
     """
-    if is_local(url):
-        return False
+    return not is_local(url) and _read_remote_state(url)[0] == "absent"
+
+
+def _read_remote_state(url):
+    """:func:`_remote_state` of an object-store output URL; an unreadable store is one line."""
     fs, root = _fs(url)
     try:
-        kind, _ = _remote_state(fs, root.rstrip("/"))
+        return _remote_state(fs, root.rstrip("/"))
     except Exception as exc:
         if not _is_expected(exc):
             raise
         msg = f"cannot read {url}: {type(exc).__name__}: {_short(exc)}"
         raise InputError(msg) from None
-    return kind == "absent"
 
 
 def model_exists(path):

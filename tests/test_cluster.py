@@ -99,25 +99,47 @@ stats._encode_labels = slow
 """
 
 
-@pytest.mark.slow
-def test_every_worker_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
-    """Two worker processes (127.0.0.1 only) die mid-pass: one line within [dask] timeout."""
+def _slow_data_and_worker(tmp_path, seed):
+    """Data in ``d.zarr``, and a function starting a worker whose every chunk summary is slow."""
     import os
     import subprocess
     import sys
-    import threading
 
-    X, y = make_classes(n=3000, p=3, seed=43)
+    X, y = make_classes(n=3000, p=3, seed=seed)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
     (tmp_path / "slowtasks.py").write_text(SLOW_TASKS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+    def start(address):
+        return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                 "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
+                                 "--no-dashboard", "--preload", "slowtasks"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    return start
+
+
+def _main_in_a_thread(argv, lost):
+    """``main(argv)`` in a thread, its exit code; a guard against a hang, not a timing assertion."""
+    import threading
+
+    outcome = {}
+    job = threading.Thread(target=lambda: outcome.update(code=main(argv)), daemon=True)
+    job.start()
+    job.join(timeout=120)
+    assert not job.is_alive(), f"the job hung after losing {lost}"
+    return outcome["code"]
+
+
+@pytest.mark.slow
+def test_every_worker_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
+    """Two worker processes (127.0.0.1 only) die mid-pass: one line within [dask] timeout."""
+    import threading
+
+    start_worker = _slow_data_and_worker(tmp_path, 43)
     with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0") as cluster:
         address = cluster.scheduler_address
-        workers = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
-                                     "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
-                                     "--no-dashboard", "--preload", "slowtasks"],
-                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                   for _ in range(2)]
+        workers = [start_worker(address) for _ in range(2)]
         try:
             with distributed.Client(address) as watcher:
                 watcher.wait_for_workers(2, timeout=60)
@@ -133,12 +155,7 @@ def test_every_worker_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
                 config = tmp_path / "job.toml"
                 config.write_text(f'[input]\npath = "d.zarr"\n[model]\npath = "m"\n'
                                   f'[dask]\nscheduler = "{address}"\ntimeout = 2\n')
-                outcome = {}
-                job = threading.Thread(target=lambda: outcome.update(code=main(["run", str(config)])),
-                                       daemon=True)
-                job.start()
-                job.join(timeout=120)  # a guard against the old hang, not a timing assertion
-                assert not job.is_alive(), "the job hung after losing every worker"
+                outcome = {"code": _main_in_a_thread(["run", str(config)], "every worker")}
                 killer.join(timeout=10)
         finally:
             for w in workers:
@@ -170,16 +187,12 @@ def test_a_malformed_scheduler_address_is_one_line(tmp_path, capsys, address):
 def test_the_scheduler_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
     """The scheduler process (127.0.0.1 only) dies mid-pass: one line, exit 2, nothing written."""
     import json
-    import os
     import subprocess
     import sys
     import threading
     import time
 
-    X, y = make_classes(n=3000, p=3, seed=45)
-    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
-    (tmp_path / "slowtasks.py").write_text(SLOW_TASKS)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    start_worker = _slow_data_and_worker(tmp_path, 45)
     file = tmp_path / "scheduler.json"
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
                                "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
@@ -190,10 +203,7 @@ def test_the_scheduler_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
                 break
             time.sleep(0.1)
         address = json.loads(file.read_text())["address"]
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
-                                       "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1",
-                                       "--no-dashboard", "--preload", "slowtasks"],
-                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(start_worker(address))
         with distributed.Client(address) as watcher:
             watcher.wait_for_workers(1, timeout=60)
 
@@ -205,13 +215,9 @@ def test_the_scheduler_killed_mid_pass_ends_with_one_line(tmp_path, capsys):
 
             killer = threading.Thread(target=kill_when_busy, daemon=True)
             killer.start()
-            outcome = {}
-            job = threading.Thread(target=lambda: outcome.update(code=main([
-                "fit", str(tmp_path / "d.zarr"), "--model",
-                str(tmp_path / "m"), "--scheduler", address])), daemon=True)
-            job.start()
-            job.join(timeout=120)  # a guard against a hang, not a timing assertion
-            assert not job.is_alive(), "the job hung after losing its scheduler"
+            outcome = {"code": _main_in_a_thread(["fit", str(tmp_path / "d.zarr"), "--model",
+                                                  str(tmp_path / "m"), "--scheduler", address],
+                                                 "its scheduler")}
             killer.join(timeout=10)
     finally:
         for p in procs:
