@@ -338,6 +338,13 @@ def _check_extras(path, built):
         if isinstance(out.input, list) and not all(isinstance(v, str) for v in out.input):
             msg = f"{path}: [output] input must be a string or a list of strings; got {out.input!r}"
             raise InputError(msg)
+        if not out.path:  # (its other keys were ignored: the job made no projection, silently)
+            msg = (f"{path}: [output] has no path; give one (where the projection is written), "
+                   "or leave the section out")
+            raise InputError(msg)
+        if out.input is not None and not out.inputs:
+            msg = f"{path}: [output] input is empty; name the inputs to project, or leave it out"
+            raise InputError(msg)
     run = built.get("run")
     if run is not None and run.alert_above_degrees is not None and run.alert_above_degrees < 0:
         msg = (f"{path}: [run] alert_above_degrees must be a non-negative number of degrees; "

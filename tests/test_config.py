@@ -57,6 +57,11 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path):
         ('[input\npath = "d"\n', "not valid TOML"),
         ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\noverwrite = "yes"\n',
          r"\[output\] overwrite must be true or false"),
+        # (accepted silently: the job made no projection)
+        ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\nmode = "append"\n',
+         r"\[output\] has no path"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o.zarr"\ninput = []\n',
+         r"\[output\] input is empty"),
     ],
 )
 def test_bad_configs_name_the_key_and_file(tmp_path, text, message):
