@@ -321,6 +321,11 @@ def _check_extras(path, built):
     if isinstance(inp.features, list) and not all(isinstance(v, str) for v in inp.features):
         msg = f"{path}: [input] features must be a string or a list of strings; got {inp.features!r}"
         raise InputError(msg)
+    for key in ("x", "y", "label", "features"):  # '' was taken as not given (label: 'y' named)
+        value = getattr(inp, key)
+        if isinstance(value, str) and not value.strip():
+            msg = f"{path}: [input] {key} is empty; name it, or leave the key out"
+            raise InputError(msg)
     model = built["model"]
     if model.keep_last is not None and model.keep_last < 1:
         msg = f"{path}: [model] keep_last must be at least 1; got {model.keep_last}"

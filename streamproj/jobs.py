@@ -1816,6 +1816,12 @@ def check_config(config):
         raise exc.relabel(where) from None
     if config.model.max_age is not None:
         ledger.parse_age(config.model.max_age, f"{config.source}: [model] max_age")
+    if config.model.boundary is not None:  # read now: its errors name the key, not the file only
+        try:
+            store.read_boundary(config.model.boundary)
+        except InputError as exc:
+            msg = f"{config.source}: [model] boundary: {exc}"
+            raise InputError(msg) from None
 
 
 def _output_guard(config, state=None):

@@ -926,6 +926,13 @@ def _open_parquet(ctx, features, label, label_given):
     # a DataFrame's index that pandas saved with it (``__index_level_0__``, or a named one) is
     # no feature: the row numbers were fitted as data
     index = [c for c in (schema.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)]
+    twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+    named = None if features is None else (
+        [f.strip() for f in features.split(",")] if isinstance(features, str) else list(features))
+    twice = [n for n in twice if named is None or n in named or n == label]
+    if twice:  # (pyarrow failed with "Column f0 does not exist in schema")
+        msg = f"{where} has two columns named {twice[0]!r}; give each column its own name"
+        raise InputError(msg)
     cols, lab = _select(where, schema.names, numeric, features, label, label_given, ctx.require_y,
                         skip=index)
     x_types, y_types = [], []

@@ -318,6 +318,14 @@ def test_bad_boundary_files(tmp_path, capsys):
     assert "c.json: the boundary has 3 coefficients per row but" in line
     assert "has 4 features" in line
     assert not (tmp_path / "m").exists()
+    # in a job's config, the message names the key (it named the file only)
+    job = tmp_path / "job.toml"
+    job.write_text('[input]\npath = "d.zarr"\n[model]\npath = "m"\nboundary = "gone.json"\n')
+    assert run("run", job) == 2
+    line = one_error_line(capsys)
+    assert "job.toml: [model] boundary: no boundary file at" in line
+    assert "gone.json" in line
+    assert not (tmp_path / "m").exists()
 
 
 def test_run_progress_follows_the_flag_then_the_config(batches, capsys):

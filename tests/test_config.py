@@ -62,6 +62,7 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path):
          r"\[output\] has no path"),
         ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o.zarr"\ninput = []\n',
          r"\[output\] input is empty"),
+        ('[input]\npath = "d"\nlabel = ""\n[model]\npath = "m"\n', r"\[input\] label is empty"),
     ],
 )
 def test_bad_configs_name_the_key_and_file(tmp_path, text, message):

@@ -1342,3 +1342,24 @@ def test_the_title_names_every_source_an_output_holds(tmp_path):
     jobs.project_model(tmp_path / "m", [str(tmp_path / f"day-{i}.zarr") for i in range(3)],
                        tmp_path / "o.zarr", mode="append")
     assert output_source(tmp_path / "o.zarr").data_name == "day-0.zarr and 2 more sources"
+
+
+def test_compare_pca_with_an_input_lacking_a_column_points_to_input_not_features(tmp_path, capsys):
+    # "name the features with --features": plot has no such option (the model's are read)
+    X, y = make_classes(n=2000, p=4, seed=9)
+    frame = pd.DataFrame(X, columns=["f0", "f1", "f2", "f3"]).assign(label=y)
+    frame.to_parquet(tmp_path / "d.parquet", index=False)
+    frame.drop(columns="f2").to_parquet(tmp_path / "nof2.parquet", index=False)
+    assert main(["fit", str(tmp_path / "d.parquet"), "--label", "label", "--model",
+                 str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "d.parquet"), "--label", "label",
+                 "--output", str(tmp_path / "o.zarr")]) == 0
+    capsys.readouterr()
+    code = main(["plot", str(tmp_path / "o.zarr"), "--output", str(tmp_path / "p.png"), "--model",
+                 str(tmp_path / "m"), "--compare-pca", "--input", str(tmp_path / "nof2.parquet")])
+    assert code == 2
+    err = one_error_line(capsys)
+    assert "'f2'" in err
+    assert "pass the input that was projected (--input)" in err
+    assert "--features" not in err
+    assert not (tmp_path / "p.png").exists()

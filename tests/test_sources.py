@@ -754,3 +754,12 @@ def test_a_csv_with_a_header_and_no_rows(tmp_path, capsys):
     code = main(["fit", str(tmp_path / "v.csv"), "--label", "label", "--model", str(tmp_path / "m")])
     assert code == 2
     assert "feature column 'f0' holds 'abc' at row 1" in one_error_line(capsys)
+
+
+def test_a_parquet_file_with_a_column_name_twice(tmp_path):
+    # "cannot read …: KeyError: 'Column f0 does not exist in schema'" before
+    table = pa.table([pa.array([1.0, 2.0]), pa.array([3.0, 4.0]), pa.array([0, 1])],
+                     names=["f0", "f0", "label"])
+    pq.write_table(table, str(tmp_path / "dup.parquet"))
+    with pytest.raises(InputError, match=r"dup\.parquet has two columns named 'f0'"):
+        sources.open_source(tmp_path / "dup.parquet", label="label")
