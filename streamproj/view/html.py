@@ -39,6 +39,22 @@ def _deflate64(raw):
     return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")
 
 
+def _stored(levels, packed, cell, budget, used):
+    """The levels (coarsest first) whose packed bytes fit ``budget`` after ``used``, and the bytes used.
+
+    The coarsest level is always stored; ``cell`` is the finest level's.
+    """
+    out: list[dict] = []
+    for depth, (counts, (blob, dtype)) in enumerate(zip(levels, packed, strict=True)):
+        if used + len(blob) > budget and out:
+            break
+        used += len(blob)
+        _, gx, gy = counts.shape
+        cw, ch = (float(c) for c in cell * 2.0 ** (len(levels) - 1 - depth))
+        out.append({"gx": gx, "gy": gy, "cw": cw, "ch": ch, "dtype": dtype, "data": blob})
+    return out, used
+
+
 def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     """The page's data: meta (JSON-able) plus encoded levels and sample.
 
@@ -62,29 +78,15 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     tier = None
     if overview:  # first, coarsest first, in half the budget: it holds every row
         o = pyramid.overview
-        tier = {"lower": o["lower"].tolist(), "levels": [], "levels_built": len(overview)}
-        for depth, (counts, (blob, dtype)) in enumerate(zip(overview, packed_overview, strict=True)):
-            if used + len(blob) > budget // 2 and tier["levels"]:
-                break
-            used += len(blob)
-            _, gx, gy = counts.shape
-            cw, ch = (float(c) for c in o["cell"] * 2.0 ** (len(overview) - 1 - depth))
-            tier["levels"].append({"gx": gx, "gy": gy, "cw": cw, "ch": ch, "dtype": dtype,
-                                   "data": blob})
+        stored, used = _stored(overview, packed_overview, o["cell"], budget // 2, used)
+        tier = {"lower": o["lower"].tolist(), "levels": stored, "levels_built": len(overview)}
         # where rows beyond the fine grid lie, on the finest overview level stored
         only = pyramid.overview_only()
-        f = only.shape[0] // tier["levels"][-1]["gx"], only.shape[1] // tier["levels"][-1]["gy"]
+        f = only.shape[0] // stored[-1]["gx"], only.shape[1] // stored[-1]["gy"]
         only = only.reshape(only.shape[0] // f[0], f[0], only.shape[1] // f[1], f[1]).max(axis=(1, 3))
         tier["only"], _ = _pack(only)
         used += len(tier["only"])
-    encoded: list[dict] = []
-    for depth, (counts, (blob, dtype)) in enumerate(zip(levels, packed, strict=True)):
-        if used + len(blob) > budget and encoded:
-            break
-        used += len(blob)
-        _, gx, gy = counts.shape
-        cw, ch = (float(c) for c in pyramid.cell * 2.0 ** (len(levels) - 1 - depth))
-        encoded.append({"gx": gx, "gy": gy, "cw": cw, "ch": ch, "dtype": dtype, "data": blob})
+    encoded, _ = _stored(levels, packed, pyramid.cell, budget, used)
     points = {"count": int(order.size), "xy": points_blobs[0], "bucket": points_blobs[1],
               "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile,
               "far_tiles": pyramid.far_tiles}
