@@ -1445,14 +1445,14 @@ def _output_state(out):
     """The attributes and frame model of an existing output; None when nothing is there."""
     if store.is_local(out) and not Path(str(out)).expanduser().exists():
         return None
-    if store.output_absent(out):  # (an object store's: nothing there yet)
-        return None
     try:
-        group = store.open_output(out)
+        group = store.open_output(out, missing_ok=True)  # (None: nothing on an object store yet)
     except StreamprojError:
         if store.is_local(out) and not any(Path(str(out)).expanduser().iterdir()):
             return None  # an empty folder
         raise
+    if group is None:
+        return None
     attrs = group.attrs.asdict()
     store.check_ledger(attrs["streamproj"].get("sources"), f"{out}/zarr.json", "sources",
                        InputError)

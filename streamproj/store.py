@@ -101,7 +101,6 @@ __all__ = [
     "normalise",
     "open_input",
     "open_output",
-    "output_absent",
     "output_group",
     "overlaps",
     "read_boundary",
@@ -1154,11 +1153,13 @@ def _remote_errors(where):
         raise StorageError(msg) from None
 
 
-def open_output(url):
+def open_output(url, missing_ok=False):
     """Open a complete projection written by ``streamproj project`` for reading.
 
     Follows an object-store output's pointer; refuses an output whose writing
-    did not finish.
+    did not finish. ``missing_ok``: None where nothing is at an object-store
+    location (an append creates it, as for a local path), from the same one
+    read of its state.
     """
     if is_local(url):
         dest = _local_path(url)
@@ -1173,6 +1174,8 @@ def open_output(url):
         group = _open_group(url, "r")
     else:
         kind, pointer = _read_remote_state(url)
+        if kind == "absent" and missing_ok:
+            return None
         if kind == "absent":
             msg = f"no output at {url}"
             raise InputError(msg)
@@ -1587,15 +1590,6 @@ def read_model_meta(path):
     except (ModelError, ValueError, UnicodeDecodeError):
         return None
     return meta if isinstance(meta, dict) else None
-
-
-def output_absent(url):
-    """True when nothing is at an object-store output location (a local one: False; see callers).
-
-    An append to an output that is not there yet creates it, as for a local
-    path; the location's own listing decides, as :func:`open_output`'s does.
-    """
-    return not is_local(url) and _read_remote_state(url)[0] == "absent"
 
 
 def _read_remote_state(url):
