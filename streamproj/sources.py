@@ -649,6 +649,24 @@ def _x_label(ctx, features, feature_names):
     return f"{ctx.base}[{shown}]"
 
 
+def _feature_items(features):
+    """``--features`` as a list of names or patterns (a comma-separated string split), or None."""
+    if features is None:
+        return None
+    return [s.strip() for s in features.split(",")] if isinstance(features, str) else list(features)
+
+
+def _read_twice(names, features, label):
+    """Column names given more than once that would be read (a feature or the label).
+
+    pandas renames a CSV's second ``f0`` to ``f0.1``; pyarrow cannot pick one
+    of two: either way the column read is not the one meant. One left out of
+    ``features`` is no matter.
+    """
+    items = _feature_items(features)
+    return {n for n in names if names.count(n) > 1 and (items is None or n in items or n == label)}
+
+
 def _select(where, columns, numeric, features, label, label_given, require_y, what="column",
             skip=()):
     """Resolve the feature and label names of a table.
@@ -688,7 +706,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
     if features is None:
         chosen = [c for c in columns if c != label and c not in skip]
     else:
-        items = [s.strip() for s in features.split(",")] if isinstance(features, str) else list(features)
+        items = _feature_items(features)
         chosen = []
         for item in items:
             if _GLOB.search(item) and item not in columns:  # a name as written wins ("x[0]")
@@ -926,10 +944,7 @@ def _open_parquet(ctx, features, label, label_given):
     # a DataFrame's index that pandas saved with it (``__index_level_0__``, or a named one) is
     # no feature: the row numbers were fitted as data
     index = [c for c in (schema.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)]
-    twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
-    named = None if features is None else (
-        [f.strip() for f in features.split(",")] if isinstance(features, str) else list(features))
-    twice = [n for n in twice if named is None or n in named or n == label]
+    twice = sorted(_read_twice(schema.names, features, label))
     if twice:  # (pyarrow failed with "Column f0 does not exist in schema")
         msg = f"{where} has two columns named {twice[0]!r}; give each column its own name"
         raise InputError(msg)
@@ -1147,17 +1162,16 @@ def _check_csv_header(where, head_bytes, features, label):
 
     line = head_bytes.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").rstrip("\r")
     names = next(csv.reader([line]), [])
-    named = None if features is None else (
-        [f.strip() for f in features.split(",")] if isinstance(features, str) else list(features))
+    twice = _read_twice([n for n in names if n.strip()], features, label)  # (blanks: below)
     seen = set()
     for i, name in enumerate(names):
         if not name.strip():
-            if named is None:
+            if features is None:
                 msg = (f"{where}: column {i + 1} of the header has no name (a pandas index, "
                        "written by to_csv without index=False?); name the features with "
                        "--features, or give the column a name")
                 raise InputError(msg)
-        elif name in seen and (named is None or name in named or name == label):
+        elif name in seen and name in twice:
             msg = f"{where}: the header names column {name!r} twice; give each column its own name"
             raise InputError(msg)
         seen.add(name)
