@@ -65,15 +65,21 @@
   // side. Past the finest level a short side already SHORT_SIDE px is left as it is: merging
   // it up to the long side's 180 px threw away detail the cells hold.
   const SHORT_SIDE = 8;
+  // the cells of grid g that meet the plot: [ix0, ix1) x [iy0, iy1), within the grid (empty
+  // where none does)
+  function cellsInView(g) {
+    const r = plotRect();
+    const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
+    const clamp = (v, n) => Math.max(0, Math.min(n, v));
+    return [clamp(Math.floor((dx0 - g.x0) / g.cw), g.gx), clamp(Math.ceil((dx1 - g.x0) / g.cw), g.gx),
+      clamp(Math.floor((dy0 - g.y0) / g.ch), g.gy), clamp(Math.ceil((dy1 - g.y0) / g.ch), g.gy)];
+  }
+
   // the overview where a row beyond the fine grid lies in view (its finest cells that hold one,
   // summed over the view's cells from a summed-area table), else the fine grid
   function tierInView() {
     if (!overview.length) return levels;
-    const f = overview[overview.length - 1], r = plotRect();
-    const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
-    const clamp = (v, n) => Math.max(0, Math.min(n, v));
-    const ix0 = clamp(Math.floor((dx0 - f.x0) / f.cw), f.gx), ix1 = clamp(Math.ceil((dx1 - f.x0) / f.cw), f.gx);
-    const iy0 = clamp(Math.floor((dy0 - f.y0) / f.ch), f.gy), iy1 = clamp(Math.ceil((dy1 - f.y0) / f.ch), f.gy);
+    const f = overview[overview.length - 1], [ix0, ix1, iy0, iy1] = cellsInView(f);
     const at = (ix, iy) => onlySum[ix * (f.gy + 1) + iy];
     const beyond = at(ix1, iy1) - at(ix0, iy1) - at(ix1, iy0) + at(ix0, iy0);
     return beyond > 0 ? overview : levels;
@@ -184,9 +190,7 @@
     // the shading's scale: the densest cell in view (as datashader shades each view), so a
     // zoomed-in dense core is not flat
     let vmax = 1, rowsInView = 0;
-    const [dx0, dy1] = toData(r.l, r.t), [dx1, dy0] = toData(r.l + r.w, r.t + r.h);
-    const ix0 = Math.max(0, Math.floor((dx0 - x0) / cw)), ix1 = Math.min(lv.gx, Math.ceil((dx1 - x0) / cw));
-    const iy0 = Math.max(0, Math.floor((dy0 - y0) / ch)), iy1 = Math.min(lv.gy, Math.ceil((dy1 - y0) / ch));
+    const [ix0, ix1, iy0, iy1] = cellsInView(lv);
     ctx.save();
     ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
     if (ix1 > ix0 && iy1 > iy0) {
