@@ -83,6 +83,9 @@ _COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
 _MAGIC = ((b"PAR1", "parquet"), (b"\x89HDF\r\n\x1a\n", "hdf5"), (b"CDF\x01", "xarray"),
           (b"CDF\x02", "xarray"))
 _LISTED = 20  # names shown in a "columns: ..." list before it is cut short
+#: What a message about a missing feature column tells to do (a caller without
+#: ``--features`` passes its own as :func:`open_source`'s ``hint``).
+_FEATURES_HINT = "name the features with --features"
 
 
 # ------------------------------------------------------------------ the type
@@ -522,7 +525,8 @@ def open_sources(paths: str | os.PathLike | Iterable[str | os.PathLike], x: str 
 def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
                 features: Iterable[str] | None = None, label: str | None = None,
                 require_y: bool = True, storage_options: dict | None = None,
-                kind: str | None = None, chunk_rows: int | None = None) -> "Source":
+                kind: str | None = None, chunk_rows: int | None = None, *,
+                hint: str = _FEATURES_HINT) -> "Source":
     """Open one input lazily.
 
     Parameters
@@ -552,6 +556,10 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
         Rows per chunk (Parquet: a chunk still holds whole row groups; CSV:
         an estimate that sets the block size). By default the stored chunks,
         or about 64 MiB of float64 per chunk.
+    hint : str
+        What a message about a feature column or variable not found tells to
+        do; the default, ``"name the features with --features"``, is the
+        command line's (``plot``, without that option, passes its own).
 
     Returns
     -------
@@ -578,7 +586,7 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
     kind = kind or _detect(fs, path, base)
     url = _normalise(fs, path)
     ctx = _Ctx(spec=spec, base=base, url=url, fs=fs, path=path, storage_options=storage_options,
-               chunk_rows=chunk_rows, require_y=require_y)
+               chunk_rows=chunk_rows, require_y=require_y, hint=hint)
     if kind in ("zarr", "hdf5"):
         if features is not None or label is not None:
             what = "a Zarr group" if kind == "zarr" else "an HDF5 file"
@@ -617,6 +625,7 @@ class _Ctx:
     storage_options: dict | None
     chunk_rows: int | None
     require_y: bool
+    hint: str  # what a message about a feature not found tells to do
 
     @property
     def local(self):
@@ -668,7 +677,7 @@ def _read_twice(names, features, label):
 
 
 def _select(where, columns, numeric, features, label, label_given, require_y, what="column",
-            skip=()):
+            skip=(), hint=_FEATURES_HINT):
     """Resolve the feature and label names of a table.
 
     Parameters
@@ -688,6 +697,8 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
     require_y : bool
     skip : collection of str
         Columns that are no features unless named (a saved pandas index).
+    hint : str
+        What the message about a feature not found tells to do.
 
     Returns
     -------
@@ -716,8 +727,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
                            f"({plural}: {listing(columns)})")
                     raise InputError(msg)
             elif item not in columns:
-                msg = (f"{where} has no {what} {item!r} ({plural}: {listing(columns)}); "
-                       "name the features with --features")
+                msg = f"{where} has no {what} {item!r} ({plural}: {listing(columns)}); {hint}"
                 raise InputError(msg)
             elif item == label:
                 msg = f"{where}: {item!r} is the label {what}; it cannot also be a feature"
@@ -949,7 +959,7 @@ def _open_parquet(ctx, features, label, label_given):
         msg = f"{where} has two columns named {twice[0]!r}; give each column its own name"
         raise InputError(msg)
     cols, lab = _select(where, schema.names, numeric, features, label, label_given, ctx.require_y,
-                        skip=index)
+                        skip=index, hint=ctx.hint)
     x_types, y_types = [], []
     for _f, shown, sch, _, _ in footers:
         for name in [*cols, *([lab] if lab else [])]:
@@ -1103,7 +1113,7 @@ def _open_csv(ctx, features, label, label_given):
         msg = f"{ctx.base} is not a readable CSV file ({type(exc).__name__}: {exc})"
         raise InputError(msg) from None
     columns = [str(c) for c in head.columns]
-    _check_csv_header(ctx.base, head_bytes, features, label)
+    _check_csv_header(ctx.base, head_bytes, features, label, ctx.hint)
     if head.empty:  # (a text file says nothing of its columns' types without a row)
         msg = f"{ctx.base} has a header but no rows; leave it out until it has some"
         raise InputError(msg)
@@ -1116,7 +1126,8 @@ def _open_csv(ctx, features, label, label_given):
         at = int(bad[0]) if bad.size else 0
         return False, f"{col.iloc[at]!r} at row {at}"
 
-    cols, lab = _select(ctx.base, columns, numeric, features, label, label_given, ctx.require_y)
+    cols, lab = _select(ctx.base, columns, numeric, features, label, label_given, ctx.require_y,
+                        hint=ctx.hint)
     x_dtype = np.dtype(np.float64)  # text has no stored type; integers become floats too
     y_dtype = None
     if lab is not None:
@@ -1150,7 +1161,7 @@ def _open_csv(ctx, features, label, label_given):
                   x=tuple(cols), label=lab, names=names)
 
 
-def _check_csv_header(where, head_bytes, features, label):
+def _check_csv_header(where, head_bytes, features, label, hint=_FEATURES_HINT):
     """Refuse a header pandas would rename where the renamed columns are read.
 
     pandas reads ``f0,f0`` as ``f0, f0.1`` and a blank name as ``Unnamed: 0``
@@ -1168,8 +1179,8 @@ def _check_csv_header(where, head_bytes, features, label):
         if not name.strip():
             if features is None:
                 msg = (f"{where}: column {i + 1} of the header has no name (a pandas index, "
-                       "written by to_csv without index=False?); name the features with "
-                       "--features, or give the column a name")
+                       f"written by to_csv without index=False?); {hint}, or give the column "
+                       "a name")
                 raise InputError(msg)
         elif name in seen and name in twice:
             msg = f"{where}: the header names column {name!r} twice; give each column its own name"
@@ -1402,7 +1413,7 @@ def _open_xarray(ctx, x, features, label, label_given):
         xname = f"{ctx.base}:{x}"
     else:
         used, lab = _select(ctx.base, variables, numeric, features, label, label_given,
-                            ctx.require_y, what="variable")
+                            ctx.require_y, what="variable", hint=ctx.hint)
         dims = {ds[v].dims for v in used}
         if len(dims) != 1 or len(next(iter(dims))) != 1:
             msg = (f"{ctx.base}: feature variables must be 1-D on one row dimension; they have "

@@ -364,6 +364,26 @@ def test_column_errors_name_the_file_and_the_column(inputs, tmp_path, data):
     assert "choose them with --features" in _error(spec, x="emb", label="label")
 
 
+def test_a_caller_without_features_option_gives_its_own_hint(inputs, tmp_path, data):
+    # plot reads the model's columns (it has no --features): it gives its own hint, which the
+    # message carries where "name the features with --features" stands by default
+    hint = "pass the input that was projected (--input)"
+    for name in ("parquet-file", "csv"):
+        spec = inputs[name][0]
+        default = _error(spec, features=["emb_0", "nope"], label="label")
+        given = _error(spec, features=["emb_0", "nope"], label="label", hint=hint)
+        assert default.endswith("); name the features with --features"), name
+        assert given == default.replace("name the features with --features", hint), name
+    text = _error(inputs["xarray-zarr"][0], kind="xarray", features=["emb_0", "nope"], label="label",
+                  hint=hint)
+    assert text.endswith(f"has no variable 'nope' (variables: emb_0, emb_1, emb_2, emb_3, emb_4, "
+                         f"label); {hint}")
+    X, y = data
+    _frame(X, y).to_csv(tmp_path / "idx.csv")  # the index's blank header: the same hint
+    text = _error(tmp_path / "idx.csv", label="label", hint=hint)
+    assert text.endswith(f"(a pandas index, written by to_csv without index=False?); {hint}, "
+                         "or give the column a name")
+
 def test_options_that_do_not_apply_to_arrays(inputs):
     text = _error(inputs["zarr-v3"][0], features="emb_*")
     assert text.startswith(f"{inputs['zarr-v3'][0]} is a Zarr group: it holds arrays, not columns")

@@ -98,24 +98,21 @@ def _projected_input(out, source, url, model):
                "row by row: project that input to an output of its own to compare")
         raise InputError(msg)
     entry = recorded[0] if recorded else {}
-    try:
-        if entry:
-            src = sources.open_source(url, **sources.recorded_options(entry, url), require_y=False)
-        else:  # no record (written from memory, or by 0.1): the model's columns where it has names
-            names = getattr(model, "feature_names_in_", None)
-            src = sources.open_source(url, features=None if names is None else list(names),
-                                      require_y=False)
-    except InputError as exc:  # (plot has no --features: the model's are read)
-        msg = str(exc).replace("name the features with --features",
-                               "pass the input that was projected (--input)")
-        raise InputError(msg) from None
+    # (plot has no --features: the model's columns, or the recorded ones, are read)
+    hint = "pass the input that was projected (--input)"
+    if entry:
+        src = sources.open_source(url, **sources.recorded_options(entry, url), require_y=False,
+                                  hint=hint)
+    else:  # no record (written from memory, or by 0.1): the model's columns where it has names
+        names = getattr(model, "feature_names_in_", None)
+        src = sources.open_source(url, features=None if names is None else list(names),
+                                  require_y=False, hint=hint)
     if src.n_features != model.n_features_in_:
         msg = (f"{url} has {src.n_features} features but the model was fitted on "
-               f"{model.n_features_in_}; pass the input that was projected (--input)")
+               f"{model.n_features_in_}; {hint}")
         raise InputError(msg)
     if src.n_rows != source.blocks.n:
-        msg = (f"{url} has {src.n_rows} rows but {out} has {source.blocks.n}; "
-               "pass the input that was projected (--input)")
+        msg = f"{url} has {src.n_rows} rows but {out} has {source.blocks.n}; {hint}"
         raise InputError(msg)
     if entry.get("fingerprint") and src.fingerprint(src.n_rows) != entry["fingerprint"]:
         msg = (f"{url} is not the input {out} was projected from: its first and last rows "
