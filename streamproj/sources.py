@@ -54,7 +54,7 @@ import numpy as np
 from dask.base import tokenize
 
 from . import store
-from .errors import InputError
+from .errors import InputError, StreamprojWarning
 from .validation import (
     DEFAULT_CHUNK_BYTES,
     as_dask_labels,
@@ -981,6 +981,8 @@ def _open_parquet(ctx, features, label, label_given):
                        f"{footers[0][1]} holds {first}; every file of a Parquet folder needs "
                        "labels of one kind (numbers, booleans or strings)")
                 raise InputError(msg)
+    if features is None:
+        _note_named_index(ctx.base, [c for c in index if c != lab])
     x_dtype = _feature_dtype(x_types)
     y_dtype = None if lab is None else np.result_type(*y_types)
     target = _target_rows(len(cols), ctx.chunk_rows)
@@ -1003,6 +1005,24 @@ def _open_parquet(ctx, features, label, label_given):
                   for _, _, _, groups, meta in footers) if rel else ()
     return Source(spec=ctx.spec, url=ctx.url, kind="parquet", X=X, y=y, feature_names=tuple(cols),
                   x=tuple(cols), label=lab, names=names, files=rel, file_stats=stats)
+
+
+def _note_named_index(where, index):
+    """Warn that the default features leave out a named index pandas saved.
+
+    An unnamed one (``__index_level_0__``) is row numbers; a named one (``id``,
+    ``timestamp``) may have been meant as a feature, and the model would have
+    one feature fewer without a word.
+    """
+    named = [c for c in index if not re.fullmatch(r"__index_level_\d+__", c)]
+    if not named:
+        return
+    one = len(named) == 1
+    msg = (f"{where}: {'column' if one else 'columns'} {', '.join(map(repr, named))}, the "
+           f"DataFrame index pandas saved, {'is' if one else 'are'} left out of the features; "
+           f"to fit {'it' if one else 'them'} too, name {'it' if one else 'them'} among the "
+           "features with --features (or the features key)")
+    warnings.warn(msg, StreamprojWarning, stacklevel=4)
 
 
 def _footer_stats(meta, columns):

@@ -3,6 +3,7 @@
 import os
 import re
 import shutil
+import warnings
 
 import dask
 import numpy as np
@@ -16,7 +17,7 @@ from conftest import make_classes, one_error_line, write_zarr
 import streamproj as sp
 from streamproj import sources
 from streamproj.cli import main
-from streamproj.errors import BadValuesError, InputError, StreamprojError
+from streamproj.errors import BadValuesError, InputError, StreamprojError, StreamprojWarning
 
 h5py = pytest.importorskip("h5py")
 xr = pytest.importorskip("xarray")
@@ -699,7 +700,9 @@ def test_a_saved_pandas_index_is_no_feature(tmp_path, data, capsys):
     pq.write_table(pa.Table.from_pandas(df, preserve_index=True), str(tmp_path / "idx.parquet"))
     pq.write_table(pa.Table.from_pandas(df.rename_axis("row_id")), str(tmp_path / "named.parquet"))
     for name in ("idx", "named"):
-        src = sources.open_source(tmp_path / f"{name}.parquet", label="label")
+        with warnings.catch_warnings():  # (the named one is said: below)
+            warnings.simplefilter("ignore", StreamprojWarning)
+            src = sources.open_source(tmp_path / f"{name}.parquet", label="label")
         assert src.feature_names == tuple(COLS), name
         np.testing.assert_array_equal(src.X.compute(), X)
     named = sources.open_source(tmp_path / "named.parquet", label="label", features="row_id,emb_0")
@@ -712,6 +715,60 @@ def test_a_saved_pandas_index_is_no_feature(tmp_path, data, capsys):
     src = sources.open_source(tmp_path / "idx.csv", label="label", features=COLS)
     np.testing.assert_allclose(src.X.compute(), X, rtol=1e-15)
 
+
+def test_a_named_pandas_index_left_out_is_said(tmp_path, data):
+    # df.set_index("id").to_parquet(p): "id" was left out of the default features without a
+    # word, and a model meant to use it had one feature fewer
+    X, y = data
+    df = _frame(X, y)
+    df.index = np.arange(len(df)) + 100
+    df.rename_axis("row_id").to_parquet(tmp_path / "named.parquet")
+    df.to_parquet(tmp_path / "idx.parquet")  # unnamed: __index_level_0__, row numbers
+    with pytest.warns(StreamprojWarning) as caught:
+        src = sources.open_source(tmp_path / "named.parquet", label="label")
+    assert src.feature_names == tuple(COLS)
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'named.parquet'}: column 'row_id', the DataFrame index pandas saved, is "
+        "left out of the features; to fit it too, name it among the features with --features "
+        "(or the features key)"]
+    assert caught[0].filename == __file__  # (the caller's line)
+    # silent: an unnamed index, the named one asked for or left out by name, or taken as the label
+    src = sources.open_source(tmp_path / "named.parquet", label="label",
+                              features=["row_id", *COLS])
+    assert src.feature_names == ("row_id", *COLS)
+    assert sources.open_source(tmp_path / "named.parquet", label="label",
+                               features=COLS).feature_names == tuple(COLS)
+    assert sources.open_source(tmp_path / "idx.parquet", label="label").feature_names == tuple(COLS)
+    df.set_index("label").to_parquet(tmp_path / "by_label.parquet")
+    assert sources.open_source(tmp_path / "by_label.parquet",
+                               label="label").feature_names == tuple(COLS)
+    df.set_index(["label", "emb_0"]).to_parquet(tmp_path / "two.parquet")
+    with pytest.warns(StreamprojWarning, match=r"two\.parquet: column 'emb_0', the DataFrame index "):
+        assert sources.open_source(tmp_path / "two.parquet",
+                                   label="label").feature_names == tuple(COLS[1:])
+
+
+@pytest.mark.filterwarnings("default::streamproj.errors.StreamprojWarning")  # (as on a terminal)
+def test_fit_says_once_on_stderr_that_a_named_pandas_index_is_left_out(tmp_path, data, capsys):
+    X, y = data
+    df = _frame(X, y).set_axis(pd.Index(np.arange(len(y)) + 100, name="row_id"))
+    df.to_parquet(tmp_path / "named.parquet")
+    (tmp_path / "days").mkdir()
+    for i in range(3):
+        df.iloc[i::3].to_parquet(tmp_path / "days" / f"day-{i}.parquet")
+    for spec in ("named.parquet", "days"):
+        capsys.readouterr()
+        assert main(["fit", str(tmp_path / spec), "--label", "label",
+                     "--model", str(tmp_path / f"m-{spec}")]) == 0
+        err = capsys.readouterr().err
+        assert err == (f"streamproj: warning: {tmp_path / spec}: column 'row_id', the DataFrame "
+                       "index pandas saved, is left out of the features; to fit it too, name it "
+                       "among the features with --features (or the features key)\n"), spec
+        assert sp.load(tmp_path / f"m-{spec}").feature_names_in_.tolist() == COLS
+    assert main(["fit", str(tmp_path / "named.parquet"), "--label", "label", "--features",
+                 f"row_id,{','.join(COLS)}", "--model", str(tmp_path / "m-all")]) == 0
+    assert capsys.readouterr().err == ""
+    assert sp.load(tmp_path / "m-all").feature_names_in_.tolist() == ["row_id", *COLS]
 
 def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
     (tmp_path / "dup.csv").write_text("f0,f0,label\n1,2,0\n3,4,1\n")
