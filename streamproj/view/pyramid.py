@@ -32,7 +32,15 @@ _FIELDS = {"tile": np.intp, "hash": np.uint64, "x": np.float64, "y": np.float64,
 
 def row_hash(rows):
     """splitmix64 of the row indices: a bijection on uint64 that scatters neighbours."""
-    z = np.asarray(rows).astype(np.uint64)  # a copy: worked on in place below
+    return _mix(np.asarray(rows).astype(np.uint64))  # a copy: worked on in place
+
+
+def _range_hash(start, m):
+    """:func:`row_hash` of rows ``start .. start + m - 1``."""
+    return _mix(np.arange(start, start + m, dtype=np.uint64))
+
+
+def _mix(z):
     z += np.uint64(0x9E3779B97F4A7C15)
     t = np.empty_like(z)
     for shift, mul in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
@@ -195,6 +203,7 @@ class Pyramid:
         self.n_levels = int(np.log2(finest // coarsest)) + 1
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
+        self._bucket_offset = np.arange(classmap.n_buckets, dtype=np.intp) * (shape[0] * shape[1])
         # the overview: its own grid and levels, the counts of every row inside it, and which
         # of its cells hold rows beyond this grid
         self.overview: dict[str, Any] | None = None
@@ -216,7 +225,11 @@ class Pyramid:
         # ``tiles / cells`` in 32-bit fixed point (a tile is (ix - first) * scale >> 32);
         # rows beyond it join the edge tiles
         window = self.extent if window is None else np.asarray(window, dtype=np.float64)
-        self._window = _fixed_window(window, lower, cell, shape, tiles)
+        # each cell's tile, per axis (the x table holds the tile's row of tiles): two small
+        # gathers a row instead of the fixed-point arithmetic
+        (fx0, sx), (fy0, sy) = _fixed_window(window, lower, cell, shape, tiles)
+        self._tile_of_x = _tile_table(shape[0], fx0, sx, tiles) * tiles
+        self._tile_of_y = _tile_table(shape[1], fy0, sy, tiles)
         # rows beyond this grid, on the overview alone, have far_tiles² tiles of their own,
         # numbered after this grid's (see _tiles): in this grid's edge tiles, a far group of
         # 500 rows kept 50
@@ -252,18 +265,8 @@ class Pyramid:
         else:
             inside = np.flatnonzero((fx >= 0) & (fx < gx) & (fy >= 0) & (fy < gy))
             ix, iy = fx[inside].astype(np.intp), fy[inside].astype(np.intp)
-        t = self.tiles
-        (fx0, sx), (fy0, sy) = self._window
-        tile = ix - fx0
-        tile *= sx
-        tile >>= 32
-        np.clip(tile, 0, t - 1, out=tile)
-        tile *= t
-        ty = iy - fy0
-        ty *= sy
-        ty >>= 32
-        np.clip(ty, 0, t - 1, out=ty)
-        tile += ty
+        tile = self._tile_of_x.take(ix)
+        tile += self._tile_of_y.take(iy)
         return inside, ix, iy, tile
 
     def add(self, block, start=0):
@@ -273,10 +276,10 @@ class Pyramid:
         x, y = z[:, i], z[:, j]
         bucket = self.classmap.index(block["label"])
         inside, ix, iy, tile = self._cells(x, y)
-        gx, gy = self.shape
+        gy = self.shape[1]
         out_b, non_finite, far = None, 0, None
         if inside is None:
-            b, rows, n_inside = bucket, np.arange(start, start + x.size), x.size
+            b, rows, n_inside = bucket, None, x.size
         else:
             b, rows, n_inside = bucket[inside], inside + start, inside.size
         if self.overview is not None:  # every row counted there; those beyond this grid marked
@@ -292,20 +295,21 @@ class Pyramid:
         if n_inside < x.size:
             out_b = np.bincount(bucket[gone], minlength=self.classmap.n_buckets)
             non_finite = int(np.count_nonzero(~(np.isfinite(x[gone]) & np.isfinite(y[gone]))))
-        keys = b * gx
-        keys += ix
+        keys = ix  # (ix and iy are not needed after this: worked on in place)
         keys *= gy
         keys += iy
+        keys += self._bucket_offset.take(b)
         add_keys(self.counts.reshape(-1), keys, self._lock)
-        at = inside if inside is not None else np.arange(x.size)
         if far is not None and far.size:  # rows on the overview alone are sampled too
-            at = np.concatenate([at, far])
+            at = np.concatenate([inside if inside is not None else np.arange(x.size), far])
             tile = np.concatenate([tile, self._tiles(x[far], y[far])])
-            rows, b = at + start, bucket[at]
-        h = row_hash(rows)
-        keep = np.flatnonzero(h < self._thresh[tile])  # a stale threshold only lets more through
-        cand = {"tile": tile[keep], "hash": h[keep], "x": x[at[keep]], "y": y[at[keep]],
-                "bucket": b[keep], "row": rows[keep]}
+            rows, b, inside = at + start, bucket[at], at
+        # every row inside (the usual case): the rows are start, start + 1, ..., hashed in place
+        h = row_hash(rows) if inside is not None else _range_hash(start, x.size)
+        keep = np.flatnonzero(h < self._thresh.take(tile))  # a stale threshold only lets more through
+        at = keep if inside is None else inside[keep]
+        cand = {"tile": tile[keep], "hash": h[keep], "x": x[at], "y": y[at],
+                "bucket": b[keep], "row": at + start}
         batch = None
         with self._lock:
             if out_b is not None:
@@ -469,6 +473,14 @@ def _fixed_window(window, lower, cell, shape, tiles):
         last = int(np.clip(np.ceil((window[a, 1] - lower[a]) / cell[a]), first + 1, shape[a]))
         out.append((first, (tiles << 32) // (last - first)))
     return out
+
+
+def _tile_table(cells, first, scale, tiles):
+    """The tile of each of ``cells`` cells along one axis: ``(cell - first) * scale >> 32``, clipped."""
+    tile = np.arange(cells, dtype=np.intp) - first
+    tile *= scale
+    tile >>= 32
+    return np.clip(tile, 0, tiles - 1)
 
 
 def _halvings(counts, n_levels):
