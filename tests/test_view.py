@@ -465,6 +465,43 @@ def two_class_view():
     return view_projection(m, X, y)
 
 
+@pytest.mark.parametrize("shape", [(3, 16, 32), (1, 1, 1), (2, 8, 8)])
+def test_a_level_is_stored_as_the_box_of_cells_holding_rows_and_nothing_is_lost(shape):
+    import base64
+    import zlib
+
+    from streamproj.view.html import _pack_level
+
+    rng = np.random.default_rng(shape[1])
+    for counts in (np.zeros(shape, np.uint32), np.full(shape, 7, np.uint32),
+                   np.where(rng.random(shape) < 0.05, rng.integers(1, 70_000, shape), 0)):
+        counts = counts.astype(np.uint32)
+        blob, dtype, (ox, oy, bx, by) = _pack_level(counts)
+        stored = np.frombuffer(zlib.decompress(base64.b64decode(blob)), dtype=f"<{dtype}")
+        back = np.zeros_like(counts)
+        back[:, ox : ox + bx, oy : oy + by] = stored.reshape(shape[0], bx, by)
+        np.testing.assert_array_equal(back, counts)
+        if counts.any():  # the box is the smallest: each of its edges holds a row
+            box = counts[:, ox : ox + bx, oy : oy + by]
+            for edge in (box[:, 0], box[:, -1], box[:, :, 0], box[:, :, -1]):
+                assert edge.any()
+
+
+def test_browser_every_level_the_page_holds_is_the_pyramids(page_of):
+    view = build_view(_far_source(k=4))  # both tiers, the data in a small part of each grid
+    p = view.pyramid
+    page, problems = page_of(view)
+    for tier, levels in (("fine", p.levels()), ("overview", p.overview_levels())):
+        assert levels
+        for depth, counts in enumerate(levels[: view.stored_levels if tier == "fine" else None]):
+            held = page.evaluate("([t, l]) => window.streamproj.countsDigest(t, l)", [tier, depth])
+            flat = counts.reshape(-1).astype(np.int64)
+            at = np.arange(flat.size)
+            assert held == [flat.size, int(flat.sum()), int(flat @ (at % 65521 + 1)),
+                            int(flat @ (at % 8191 + 1))], (tier, depth)
+    assert problems == []
+
+
 def test_browser_page_loads_without_errors_and_draws(page_of, two_class_view):
     page, problems = page_of(two_class_view)
     px = page.evaluate(PIXELS)

@@ -617,9 +617,21 @@
   }
 
   async function load() {
+    // each level stores only the box of cells that hold rows: put back in a grid of zeros
+    const grid = async (lv) => {
+      const box = new TYPED[lv.dtype](await inflate(lv.data)), [ox, oy, bx, by] = lv.box;
+      const counts = new TYPED[lv.dtype](B * lv.gx * lv.gy);
+      for (let b = 0; b < B; b++) {
+        for (let ix = 0; ix < bx; ix++) {
+          const from = (b * bx + ix) * by;
+          counts.set(box.subarray(from, from + by), (b * lv.gx + ox + ix) * lv.gy + oy);
+        }
+      }
+      return counts;
+    };
     const unpack = (tier, x0, y0) => async (lv, l) => ({
       tier, l, mx: 1, my: 1, gx: lv.gx, gy: lv.gy, cw: lv.cw, ch: lv.ch, x0, y0,
-      counts: new TYPED[lv.dtype](await inflate(lv.data)),
+      counts: await grid(lv),
     });
     levels = await Promise.all(M.levels.map(unpack("fine", M.extent[0][0], M.extent[1][0])));
     if (M.overview) {
@@ -668,6 +680,16 @@
   api.panTo = (x, y) => { view.cx = x; view.cy = y; render(); };
   api.toggle = toggle;
   api.cellAt = cellAt;
+  // a digest of a level's counts as the page holds them (tests compare it with the
+  // pyramid's): their sum and two sums weighted by place, which any misplaced count changes
+  api.countsDigest = (tier, l) => {
+    const c = (tier === "overview" ? overview : levels)[l].counts;
+    let sum = 0, w1 = 0, w2 = 0;
+    for (let i = 0; i < c.length; i++) {
+      if (c[i]) { sum += c[i]; w1 += c[i] * (i % 65521 + 1); w2 += c[i] * (i % 8191 + 1); }
+    }
+    return [c.length, sum, w1, w2];
+  };
   api.plotRect = plotRect;
   api.toScreen = toScreen;
   api.toData = toData;
