@@ -46,6 +46,7 @@ from .validation import (
     as_dask_rows,
     as_labels,
     as_lazy_rows,
+    block_start,
     check_finite,
     check_not_sparse,
     is_dask_frame,
@@ -144,6 +145,12 @@ def _decode_bfloat16(X):
 
 def _label(value):
     return repr(np.asarray(value).item())
+
+
+def _finite_block(block, block_info=None):
+    """``block`` itself, once :func:`check_finite` passes it (rows named globally)."""
+    check_finite(block, block_start(block_info))
+    return block
 
 
 class _SummaryClassifier:
@@ -395,14 +402,20 @@ class _SummaryClassifier:
             msg = f"this {name} is not fitted yet; call fit(X, y) first"
         raise NotFittedError(msg)
 
-    def _apply_rows(self, X):
-        """Rows for predict/transform: validated numpy (finite) or lazy dask."""
+    def _apply_rows(self, X, checked_lazily=False):
+        """Rows for predict/transform: validated numpy (finite) or lazy dask (checked as computed).
+
+        ``checked_lazily``: the caller's own lazy kernel names non-finite rows
+        (:func:`~streamproj.passes.project_blocks` does), so no check is added.
+        """
         self._check_fitted()
         X, _ = self._rows(X, reset=False)
         if getattr(self, "bfloat16", False):
             X = _decode_bfloat16(X)
         if not isinstance(X, da.Array):
             check_finite(X)
+        elif not checked_lazily:  # a NaN row would be scored as class 0, silently
+            X = X.map_blocks(_finite_block, dtype=X.dtype, meta=X._meta)  # type: ignore[call-arg, arg-type]  # dask's wrapped signature
         return X
 
     def _take_classes(self, index):
@@ -673,7 +686,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     # ------------------------------------------------------------ applying
     def transform(self, X: Any) -> Any:
         """Coordinates ``(X - center_) @ components_.T`` (float64); lazy for dask/Zarr input."""
-        rows = self._apply_rows(X)
+        rows = self._apply_rows(X, checked_lazily=True)
         if isinstance(rows, da.Array):
             Z = project_blocks(rows, self.center_, self.components_)
         elif gpu.current_device() == "cuda":  # in memory too: the device chosen with gpu.using

@@ -286,6 +286,37 @@ def test_huge_mean_tiny_spread(offset, dtype):
 
 
 # ----------------------------------------------------------------- bad input
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf])
+def test_lazy_predictions_name_a_non_finite_row_as_in_memory_ones_do(k, bad_value, tmp_path):
+    # a NaN row of a dask or Zarr input was predicted class 0 (probabilities NaN), silently
+    import zarr
+
+    X, y = make_classes(n=60, p=3, k=k, seed=22)
+    bad = X.copy()
+    bad[37, 1] = bad_value
+    lazy = {"dask": da.from_array(bad, chunks=(16, 3))}
+    group = zarr.open_group(str(tmp_path / "x.zarr"), mode="w")
+    lazy["zarr"] = group.create_array("X", data=bad, chunks=(16, 3))
+    models = [sp.BoundaryProjector().fit(X, y), sp.StreamingQDA().fit(X, y)]
+    for model in models:
+        for name in ("predict", "predict_proba", "predict_log_proba", "decision_function"):
+            if not hasattr(model, name):
+                continue
+            with pytest.raises(BadValuesError, match="row 37 "):  # in memory, as before
+                getattr(model, name)(bad)
+            for rows in lazy.values():
+                with pytest.raises(BadValuesError, match="row 37 "):
+                    np.asarray(da.asarray(getattr(model, name)(rows)).compute())
+        for rows in lazy.values():
+            with pytest.raises(BadValuesError, match="row 37 "):
+                model.score(rows, y)
+        # finite lazy rows are predicted as before
+        np.testing.assert_array_equal(
+            np.asarray(da.asarray(model.predict(da.from_array(X, chunks=(16, 3)))).compute()),
+            model.predict(X))
+
+
 def test_bad_input_errors():
     X, y = make_classes(n=50, p=3, seed=21)
     bad = X.copy()
