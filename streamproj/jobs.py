@@ -176,7 +176,8 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
                     and label is None:
                 src = _open_zarr_allowing_missing(url, x, y, require_y)
             elif src is None:
-                src = open_source(url, x, y, features, label, require_y, options)
+                src = open_source(url, x, y, features, label, require_y, options,
+                                  allow_missing_chunks=allow_missing_chunks)
         if out and src.n_features != out[0].n_features:
             msg = (f"{src.names[0]} has {src.n_features} features but {out[0].names[0]} has "
                    f"{out[0].n_features}; every input must have the same features")

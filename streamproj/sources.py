@@ -526,7 +526,7 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
                 features: Iterable[str] | None = None, label: str | None = None,
                 require_y: bool = True, storage_options: dict | None = None,
                 kind: str | None = None, chunk_rows: int | None = None, *,
-                hint: str = _FEATURES_HINT) -> "Source":
+                hint: str = _FEATURES_HINT, allow_missing_chunks: bool = False) -> "Source":
     """Open one input lazily.
 
     Parameters
@@ -560,6 +560,10 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
         What a message about a feature column or variable not found tells to
         do; the default, ``"name the features with --features"``, is the
         command line's (``plot``, without that option, passes its own).
+    allow_missing_chunks : bool
+        Read rows an HDF5 file never wrote (a chunk not in the file) as the
+        dataset's fill value instead of refusing them (Zarr inputs: see
+        :func:`streamproj.store.open_input`).
 
     Returns
     -------
@@ -586,7 +590,8 @@ def open_source(spec: str | os.PathLike, x: str = "X", y: str = "y",
     kind = kind or _detect(fs, path, base)
     url = _normalise(fs, path)
     ctx = _Ctx(spec=spec, base=base, url=url, fs=fs, path=path, storage_options=storage_options,
-               chunk_rows=chunk_rows, require_y=require_y, hint=hint)
+               chunk_rows=chunk_rows, require_y=require_y, hint=hint,
+               allow_missing_chunks=allow_missing_chunks)
     if kind in ("zarr", "hdf5"):
         if features is not None or label is not None:
             what = "a Zarr group" if kind == "zarr" else "an HDF5 file"
@@ -626,6 +631,7 @@ class _Ctx:
     chunk_rows: int | None
     require_y: bool
     hint: str  # what a message about a feature not found tells to do
+    allow_missing_chunks: bool = False  # HDF5: rows never written read as the fill value
 
     @property
     def local(self):
@@ -1332,6 +1338,9 @@ def _open_hdf5(ctx, inner, x, y):
                 raise InputError(msg)
             text = h5py.check_string_dtype(yds.dtype) is not None
             y_dtype, label = (np.dtype(object) if text else yds.dtype), ypath
+        if not ctx.allow_missing_chunks:
+            for dataset, name in ((ds, names[0]), *([(yds, names[1])] if label else [])):
+                _check_h5_written(dataset, name)
     rows = _target_rows(p, ctx.chunk_rows, unit if not ctx.chunk_rows else 1)
     starts = list(range(0, n, rows))
     lengths = [min(a + rows, n) - a for a in starts]
@@ -1347,6 +1356,41 @@ def _open_hdf5(ctx, inner, x, y):
     return Source(spec=ctx.spec, url=f"{ctx.url}:{xpath}", kind="hdf5", X=X, y=Y,
                   feature_names=tuple(f"x{i}" for i in range(p)), x=xpath, label=label,
                   names=names)
+
+
+def _h5_unwritten(ds):
+    """Row range of the first chunk of rows ``ds`` never wrote, or None.
+
+    HDF5 stores a chunk on its first write (even one of fill values only,
+    unlike Zarr), so a chunk not in the file holds rows nobody wrote: they
+    read as the fill value. A contiguous dataset shows only whether any of
+    it was written.
+    """
+    n = ds.shape[0]
+    if n == 0:
+        return None
+    if ds.chunks is None:
+        return (0, n - 1) if ds.id.get_storage_size() == 0 else None
+    rows = ds.chunks[0]
+    across = -(-int(np.prod(ds.shape[1:], dtype=np.int64)) // int(np.prod(ds.chunks[1:], dtype=np.int64)))
+    expected, stored = -(-n // rows) * across, ds.id.get_num_chunks()
+    if stored >= expected:
+        return None
+    held = np.zeros(-(-n // rows), dtype=np.int64)  # chunks stored per band of rows
+    for i in range(stored):
+        held[ds.id.get_chunk_info(i).chunk_offset[0] // rows] += 1
+    band = int(np.flatnonzero(held < across)[0])
+    return (band * rows, min((band + 1) * rows, n) - 1)
+
+
+def _check_h5_written(ds, name):
+    missing = _h5_unwritten(ds)
+    if missing is not None:
+        fill = ds.fillvalue.item() if hasattr(ds.fillvalue, "item") else ds.fillvalue
+        msg = (f"{name}: rows {missing[0]}..{missing[1]} were never written (their chunk is not "
+               f"in the file), so they would read as the fill value {fill!r}; write them, or pass "
+               "--allow-missing-chunks to read them as the fill value")
+        raise InputError(msg)
 
 
 def _h5_dataset(f, where, path, flag):

@@ -655,6 +655,46 @@ def test_csv_labels_keep_one_type_in_every_block(tmp_path):
         src.y.compute()
 
 
+def test_hdf5_rows_never_written_are_refused_unless_allowed(tmp_path, data, capsys):
+    # a chunk HDF5 never stored reads as the fill value: 200 rows of zeros were fitted as
+    # data, exit 0 (a Zarr store with a chunk missing is refused)
+    X, y = data
+    path = tmp_path / "holes.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("X", shape=X.shape, dtype="f8", chunks=(200, 2), fillvalue=0.0)
+        d[:400] = X[:400]
+        d[600:] = X[600:]
+        d[400:600, 2:] = X[400:600, 2:]  # some chunks of the band written, not all
+        f.create_dataset("y", data=y, chunks=(200,))
+        f.create_dataset("contiguous", shape=X.shape, dtype="f8")  # never written at all
+        f.create_dataset("Xfull", data=X, chunks=(200, 2))
+        f.create_dataset("labels", shape=y.shape, dtype=y.dtype, chunks=(300,))
+        f["labels"][:600] = y[:600]
+    with pytest.raises(InputError, match=re.escape(
+            f"{path}:/X: rows 400..599 were never written (their chunk is not in the file), so "
+            "they would read as the fill value 0.0; write them, or pass --allow-missing-chunks")):
+        sources.open_source(path)
+    with pytest.raises(InputError, match="/contiguous: rows 0..999 were never written"):
+        sources.open_source(path, x="/contiguous")
+    with pytest.raises(InputError, match="/labels: rows 600..899 were never written"):
+        sources.open_source(path, x="/Xfull", y="labels")
+    allowed = sources.open_source(path, allow_missing_chunks=True)
+    got = allowed.X.compute()
+    np.testing.assert_array_equal(got[400:600, :2], 0.0)
+    np.testing.assert_array_equal(np.delete(got, np.s_[400:600], axis=0),
+                                  np.delete(X, np.s_[400:600], axis=0))
+    # the command line: one line and nothing written; --allow-missing-chunks reads them
+    assert main(["fit", str(path), "--model", str(tmp_path / "m")]) == 2
+    assert "rows 400..599 were never written" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()
+    assert main(["fit", str(path), "--model", str(tmp_path / "m"), "--allow-missing-chunks"]) == 0
+    assert sp.load(tmp_path / "m").stats_.n_samples == len(y)
+    with h5py.File(tmp_path / "whole.h5", "w") as f:  # every chunk written: read as before
+        f.create_dataset("X", data=X, chunks=(128, 2))
+        f.create_dataset("y", data=y, chunks=(128,))
+    np.testing.assert_array_equal(sources.open_source(tmp_path / "whole.h5").X.compute(), X)
+
+
 def test_hdf5_text_labels_are_utf8_whatever_their_declared_encoding(tmp_path, data, capsys):
     """h5py stores numpy bytes as 'ASCII' strings; UTF-8 in them crashed the fit (exit 1)."""
     X, y = data
