@@ -47,6 +47,7 @@ from .validation import (
     as_labels,
     as_lazy_rows,
     block_start,
+    check_discrete_classes,
     check_finite,
     check_not_sparse,
     is_dask_frame,
@@ -285,14 +286,7 @@ class _SummaryClassifier:
                            max_summary_memory=getattr(self, "max_summary_memory", None),
                            bfloat16=getattr(self, "bfloat16", False),
                            n_classes=self._known_classes(y, detail))
-        classes = batch.classes
-        if classes.dtype.kind == "f" and (classes != np.round(classes)).any():
-            # lazy float labels reach pass 1 unchecked (numpy ones were checked per row)
-            bad = classes[classes != np.round(classes)][0]
-            msg = (f"Unknown label type: continuous (y has dtype {classes.dtype} and holds "
-                   f"the label {bad.item()!r}); class labels must be discrete — use "
-                   "integer-valued or string labels, or bin a numeric target first")
-            raise InputError(msg)
+        check_discrete_classes(batch.classes)
         return batch
 
     def _known_classes(self, y, detail):

@@ -51,7 +51,7 @@ from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
 from .stats import PASS1_KERNELS, ClassStats
-from .validation import as_dask_labels, as_dask_rows
+from .validation import as_dask_labels, as_dask_rows, check_discrete_classes
 
 __all__ = [
     "check_config",
@@ -512,17 +512,23 @@ def _named_columns(src):
 
 def _finish(src, result):
     with _context(src.spec, _named_columns(src)):
-        return _plain(finish_summary(result))
+        return _discrete(src, _plain(finish_summary(result)))
 
 
 def _summarise(src, start, detail, progress, max_summary_memory=None, bfloat16=False,
                n_classes=None):
     X, y = _labelled_rows(src, start)
     with _context(src.spec, _named_columns(src)):
-        return _plain(accumulate(X, y, detail, progress=progress, row_offset=start,
-                                 names=src.names, max_summary_memory=max_summary_memory,
-                                 bfloat16=bfloat16, n_classes=n_classes,
-                                 kernel=default_kernel()))  # as the ledger records
+        return _discrete(src, _plain(accumulate(
+            X, y, detail, progress=progress, row_offset=start, names=src.names,
+            max_summary_memory=max_summary_memory, bfloat16=bfloat16, n_classes=n_classes,
+            kernel=default_kernel())))  # as the ledger records
+
+
+def _discrete(src, stats):
+    """``stats``, once its classes are class labels (a regression target read as y is refused)."""
+    check_discrete_classes(stats.classes, src.names[1])
+    return stats
 
 
 def _boundary_file(params):

@@ -32,6 +32,7 @@ __all__ = [
     "as_labels",
     "as_lazy_rows",
     "block_start",
+    "check_discrete_classes",
     "check_finite",
     "check_matrix",
     "check_n_features",
@@ -306,6 +307,20 @@ def _object_labels(values, row_offset, name):
     msg = (f"Unknown label type: {name} mixes labels of types {', '.join(names)}; "
            "give every label the same type (e.g. all strings)")
     raise InputError(msg)
+
+
+def check_discrete_classes(classes: np.ndarray, name: str = "y") -> None:
+    """Refuse float classes with a fractional value, as scikit-learn's classifiers do.
+
+    Lazy labels reach pass 1 unchecked (labels in memory are checked row by
+    row, :func:`as_labels`); this checks the classes pass 1 found.
+    """
+    if classes.dtype.kind == "f" and (classes != np.round(classes)).any():
+        bad = classes[classes != np.round(classes)][0]
+        msg = (f"Unknown label type: continuous ({name} has dtype {classes.dtype} and holds "
+               f"the label {bad.item()!r}); class labels must be discrete — use "
+               "integer-valued or string labels, or bin a numeric target first")
+        raise InputError(msg)
 
 
 def _float_or_int(values, row_offset, name):

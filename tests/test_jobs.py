@@ -244,3 +244,31 @@ def test_a_run_whose_output_cannot_be_written_leaves_the_model_as_it_was(tmp_pat
     assert sp.load(tmp_path / "m").stats_.n_samples == 300
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "job.toml", "m", "p0.zarr",
                                                           "p1.zarr"]
+
+
+def test_a_regression_target_given_as_labels_is_refused_by_the_command_as_by_the_estimator(
+        tmp_path, capsys):
+    # a float y of measurements became 128 classes through the command line, exit 0; the
+    # estimator refused the same arrays ("continuous")
+    from conftest import one_error_line
+
+    from streamproj.cli import main
+
+    X, y = make_classes(n=400, p=3, seed=5)
+    write_zarr(tmp_path / "good.zarr", X, y.astype(np.float64))  # whole-number floats: classes
+    target = np.round(X[:, 0] * 2, 1)
+    write_zarr(tmp_path / "target.zarr", X, target)
+    with pytest.raises(sp.StreamprojError, match="continuous"):
+        sp.BoundaryProjector().fit(zarr.open_group(str(tmp_path / "target.zarr"))["X"],
+                                   zarr.open_group(str(tmp_path / "target.zarr"))["y"])
+    assert main(["fit", str(tmp_path / "target.zarr"), "--model", str(tmp_path / "m")]) == 2
+    line = one_error_line(capsys)
+    assert "Unknown label type: continuous" in line
+    assert "target.zarr/y has dtype float64" in line
+    assert not (tmp_path / "m").exists()
+    assert main(["fit", str(tmp_path / "good.zarr"), "--model", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    # a later source holding one (update reads only the new source)
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "target.zarr")]) == 2
+    assert "Unknown label type: continuous" in one_error_line(capsys)
+    assert sp.load(tmp_path / "m").stats_.n_samples == 400
