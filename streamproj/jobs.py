@@ -23,6 +23,7 @@ import os
 import re
 import time
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from .errors import (
     SourceChangedError,
     StorageError,
     StreamprojError,
+    StreamprojWarning,
 )
 from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
@@ -1041,7 +1043,8 @@ def merge_models(model_path, others):
     for other in others:
         record, summaries = _read(other)
         # read now, not later: this job holds no lock of the other models
-        loaded.append((other, record.meta, record.stats, dict(summaries.items())))
+        loaded.append((other, record.meta, record.stats, dict(summaries.items()),
+                       BoundaryProjector.from_state(record).get_params()))
     with store.model_lock(model_path):
         record, summaries = _read(model_path)
         meta, stats = record.meta, record.stats
@@ -1050,7 +1053,9 @@ def merge_models(model_path, others):
         added: list[dict] = []
         totals: list[ClassStats] = []
         reports: list[dict] = []
-        for other, ometa, ostats, osummaries in loaded:
+        mine_params = BoundaryProjector.from_state(record).get_params()
+        for other, ometa, ostats, osummaries, oparams in loaded:
+            _say_other_params(other, oparams, model_path, mine_params)
             if ostats.n_features != stats.n_features:
                 msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "
                        f"on {stats.n_features}; only models of the same features merge")
@@ -1110,6 +1115,28 @@ def merge_models(model_path, others):
             "models": reports, "rows_added": int(sum(r["rows_merged"] for r in reports)),
             "n_samples": new.stats_.n_samples, **drift, "drift_deg": _boundary_drift(drift),
             "timings": clock.report(), "versions": _versions(version)}
+
+
+def _say_other_params(other, theirs, model_path, mine):
+    """Warn that a merged model's own solve parameters are not the merged model's.
+
+    The summaries merge exactly whatever the parameters; the merged model is
+    solved with ``model_path``'s (shrinkage, priors, centre, ...).
+    """
+    quiet = ("progress", "chunk_rows", "max_summary_memory")
+    differ = [k for k in sorted(mine) if k not in quiet and not _same_param(theirs.get(k), mine[k])]
+    if differ:
+        shown = ", ".join(f"{k}={theirs.get(k)!r} (here {mine[k]!r})" for k in differ)
+        msg = (f"model {other} was fitted with {shown}; its summaries merge exactly, and the "
+               f"merged model is solved with {model_path}'s parameters")
+        warnings.warn(msg, StreamprojWarning, stacklevel=3)
+
+
+def _same_param(a, b):
+    try:
+        return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
+    except (TypeError, ValueError):
+        return a == b
 
 
 # --------------------------------------------------------------- relocate

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -177,6 +178,25 @@ def test_window_keeps_the_newest_sources_exactly(days):
     assert ledger.to_evict(entries, keep_last=2) == [entries[0]]
     with pytest.raises(InputError, match="max_age"):
         ledger.parse_age("a month")
+
+
+def test_a_merge_says_when_the_other_models_parameters_are_not_the_merged_ones(days, capsys):
+    # the other model's shrinkage was dropped without a word: its summaries merge exactly, but
+    # the merged model is solved with the target's parameters
+    d, X, y = days
+    assert main(["fit", str(d / "day-0.zarr"), "--model", str(d / "a")]) == 0
+    assert main(["fit", str(d / "day-1.zarr"), "--model", str(d / "b"), "--shrinkage", "0.3"]) == 0
+    assert main(["fit", str(d / "day-2.zarr"), "--model", str(d / "c")]) == 0
+    capsys.readouterr()
+    with pytest.warns(sp.StreamprojWarning, match=re.escape(
+            f"model {d / 'b'} was fitted with shrinkage=0.3 (here None); its summaries merge "
+            f"exactly, and the merged model is solved with {d / 'a'}'s parameters")):
+        jobs.merge_models(d / "a", [d / "b"])
+    assert sp.load(d / "a").shrinkage is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same parameters: nothing said
+        jobs.merge_models(d / "a", [d / "c"])
+    assert_fit_on(d / "a", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
 
 
 def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp_path):
