@@ -148,6 +148,27 @@ def _label(value):
     return repr(np.asarray(value).item())
 
 
+def _non_numeric_column(X):
+    """``(name, dtype, first value)`` of a DataFrame's first column that is not numbers, or None."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "iloc"):  # (pandas: the tables sklearn names)
+        return None
+    for i, name in enumerate(columns):
+        col = X.iloc[:, i]
+        if getattr(col.dtype, "kind", "O") in "mM":  # times cast to numbers, but are none
+            return name, col.dtype, col.iloc[0] if len(col) else None
+        try:
+            np.asarray(col, dtype=np.float64)
+        except (TypeError, ValueError):
+            for value in col:  # the first value that is no number
+                try:
+                    float(value)
+                except (TypeError, ValueError):
+                    return name, col.dtype, value
+            return name, col.dtype, col.iloc[0] if len(col) else None
+    return None
+
+
 def _finite_block(block, block_info=None):
     """``block`` itself, once :func:`check_finite` passes it (rows named globally)."""
     check_finite(block, block_start(block_info))
@@ -203,9 +224,17 @@ class _SummaryClassifier:
         """validate_data, with its ValueErrors as InputError (same message)."""
         try:
             return validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
-        except (InputError, TypeError):
+        except InputError:
             raise
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
+            column = _non_numeric_column(X)
+            if column is not None:  # a table: name its column (numpy's message names none)
+                name, dtype, value = column
+                msg = (f"X column {name!r} (dtype {dtype}) holds {value!r}, not a number; "
+                       "features must be numbers: drop or encode that column")
+                raise InputError(msg) from None
+            if isinstance(exc, TypeError):
+                raise
             raise InputError(str(exc)) from None
 
     def _check_lazy(self, X, meta, reset):

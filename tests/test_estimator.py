@@ -1,4 +1,5 @@
 import json
+import re
 import warnings
 
 import dask.array as da
@@ -315,6 +316,20 @@ def test_lazy_predictions_name_a_non_finite_row_as_in_memory_ones_do(k, bad_valu
         np.testing.assert_array_equal(
             np.asarray(da.asarray(model.predict(da.from_array(X, chunks=(16, 3)))).compute()),
             model.predict(X))
+
+
+def test_a_table_column_that_is_no_number_is_named():
+    # a datetime column raised numpy's DTypePromotionError, a text one "could not convert
+    # string to float: 'x'": neither named the column
+    pd = pytest.importorskip("pandas")
+    X, y = make_classes(n=40, p=2, seed=23)
+    for column, shown in ((pd.date_range("2020-01-01", periods=40), "Timestamp('2020-01-01"),
+                          (["1.5"] * 39 + ["n/a"], "'n/a'")):
+        df = pd.DataFrame({"a": X[:, 0], "when": column, "b": X[:, 1]})
+        with pytest.raises(InputError, match=re.escape("X column 'when' (dtype ")) as info:
+            sp.BoundaryProjector().fit(df, y)
+        assert f"holds {shown}" in str(info.value)
+    sp.BoundaryProjector().fit(pd.DataFrame({"a": X[:, 0], "b": X[:, 1]}), y)  # numbers: fine
 
 
 def test_bad_input_errors():
