@@ -912,6 +912,9 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             "intercept": self.intercept_,
             "classes": self.classes_,
         }
+        declared = getattr(self, "_declared", None)
+        if declared is not None:  # partial_fit's classes=: the label set stays fixed once loaded
+            solution["declared_classes"] = declared
         return ModelRecord(meta, self.stats_, solution)
 
     def to_meta(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -971,10 +974,13 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if meta.get("feature_names"):
             model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
         model.meta_ = meta
+        if "declared_classes" in solution:
+            model._declared = np.asarray(solution["declared_classes"])
         if params.get("boundary") is None:
-            if model.classes_.shape[0] != stats.n_classes:
-                # classes declared by partial_fit(classes=...), some with no rows yet: the
-                # priors given for all of them are solved for those with rows, as when fitted
+            if "declared_classes" not in solution and model.classes_.shape[0] != stats.n_classes:
+                # classes declared by partial_fit(classes=...), some with no rows yet, in a
+                # record written before declared_classes was stored: the priors given for all
+                # of them are solved for those with rows, as when fitted
                 model._declared = model.classes_
             model._labels_ = np.asarray(stats.classes)
             # the record's own parameters: set_params before first use must not change them

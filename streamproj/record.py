@@ -47,7 +47,8 @@ class ModelRecord:
     stats : ClassStats
         The model's merged summary.
     solution : dict of str to ndarray
-        ``components``, ``center``, ``coef``, ``intercept`` and ``classes``.
+        ``components``, ``center``, ``coef``, ``intercept`` and ``classes``;
+        ``declared_classes`` when ``partial_fit`` was given ``classes=``.
     """
 
     meta: Mapping[str, Any]

@@ -9,7 +9,8 @@ What is atomic where
       v000003/
         model.json       parameters, classes, identity, sources merged, history
         stats.npz        the mergeable ClassStats
-        solution.npz     components, center, coef, intercept
+        solution.npz     components, center, coef, intercept, classes (and the
+                         classes declared to partial_fit, when any were)
         summaries/       one NPZ per source of the ledger (``s000001.npz``, …): that
                          source's own ClassStats, read only when a job needs it
 

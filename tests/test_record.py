@@ -240,6 +240,24 @@ def test_a_label_outside_the_declared_classes_is_refused_after_a_load():
             m.partial_fit_stats(new)
 
 
+def test_declared_classes_all_with_rows_survive_save_and_load(tmp_path):
+    # classes_ equals the rows' classes here, so only the stored declaration tells a loaded
+    # model that classes=[0, 1, 2] fixed the label set (it merged label 7 silently)
+    X, y = make_classes(n=300, p=3, k=3, seed=46)
+    model = sp.BoundaryProjector().partial_fit(X, y, classes=[0, 1, 2])
+    model.save(tmp_path / "m")
+    back = sp.load(tmp_path / "m")
+    with pytest.raises(InputError, match="label 7, which is not among the classes"):
+        back.partial_fit(X[:5], np.full(5, 7))
+    np.testing.assert_array_equal(back.classes_, [0, 1, 2])
+    # a record written before the declaration was stored keeps its behaviour: no label set
+    meta, stats, solution = model.to_state()
+    del solution["declared_classes"]
+    old = sp.BoundaryProjector.from_state(ModelRecord(meta, stats, solution))
+    old.partial_fit(X[:5], np.full(5, 7))
+    np.testing.assert_array_equal(old.classes_, [0, 1, 2, 7])
+
+
 def test_a_frame_written_compressed_reads_as_the_uncompressed_one(tmp_path):
     # Frames are written uncompressed since 2026-11-25; outputs written before hold zstd
     # frame arrays, which must still give the same record, byte for byte.
