@@ -175,6 +175,29 @@ def _finite_block(block, block_info=None):
     return block
 
 
+_LABEL_TYPES = {"b": "number", "i": "number", "u": "number", "f": "number", "U": "string",
+                "S": "bytes"}
+
+
+def _check_label_type(classes, y):
+    """Refuse labels ``y`` of another type than the model's ``classes`` (as accuracy_score does).
+
+    Numbers never equal strings: a lazy score would otherwise be 0.0, silently.
+    """
+    ours, theirs = (_LABEL_TYPES.get(a.dtype.kind) for a in (classes, y))
+    if ours and theirs and ours != theirs:
+        msg = (f"Mix of label input types ({theirs} and {ours}): y holds {theirs} labels "
+               f"(dtype {y.dtype}) but the model's classes are {ours} labels "
+               f"(dtype {classes.dtype}); give y the labels the model was fitted on")
+        raise InputError(msg)
+
+
+def _matches_block(predicted, y):
+    """``predicted == y`` for one block (labels decided per chunk are checked here)."""
+    _check_label_type(predicted, y)
+    return predicted == y
+
+
 class _SummaryClassifier:
     """Shared machinery of the estimators fitted from :class:`ClassStats`.
 
@@ -471,7 +494,9 @@ class _SummaryClassifier:
             y = as_labels(y)
             if not isinstance(y, da.Array):
                 y = da.from_array(np.asarray(y), chunks=predicted.chunks)
-            right = predicted == y.rechunk(predicted.chunks)
+            _check_label_type(predicted, y)
+            right = da.map_blocks(_matches_block, predicted, y.rechunk(predicted.chunks),
+                                  dtype=bool)
             if sample_weight is None:
                 return float(right.mean().compute())
             w = da.asarray(sample_weight).rechunk(predicted.chunks)

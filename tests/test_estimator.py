@@ -332,6 +332,20 @@ def test_a_table_column_that_is_no_number_is_named():
     sp.BoundaryProjector().fit(pd.DataFrame({"a": X[:, 0], "b": X[:, 1]}), y)  # numbers: fine
 
 
+@pytest.mark.parametrize("labels", ["str", "lazy str", "lazy object"])
+def test_lazy_score_refuses_labels_of_another_type(labels):
+    # string labels for an int model scored 0.0 on lazy rows; numpy rows refuse them
+    X, y = make_classes(n=60, p=3, seed=23)
+    model = sp.BoundaryProjector().fit(X, y)
+    text = {"str": y.astype(str), "lazy str": da.from_array(y.astype(str), chunks=16),
+            "lazy object": da.from_array(y.astype(str).astype(object), chunks=16)}[labels]
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        model.score(X, y.astype(str))
+    with pytest.raises(InputError, match=r"Mix of label input types \(string and number\)"):
+        model.score(da.from_array(X, chunks=(16, 3)), text)
+    assert model.score(da.from_array(X, chunks=(16, 3)), y.astype(float)) == model.score(X, y)
+
+
 def test_bad_input_errors():
     X, y = make_classes(n=50, p=3, seed=21)
     bad = X.copy()
