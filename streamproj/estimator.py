@@ -404,7 +404,10 @@ class _SummaryClassifier:
         declared = getattr(self, "_declared", None)
         if priors is None or declared is None:
             return priors
-        priors = np.asarray(priors, dtype=np.float64).reshape(-1)
+        try:
+            priors = np.asarray(priors, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            return priors  # not numbers: solvers.class_priors says so
         if priors.shape[0] == declared.shape[0] != stats.n_classes:
             priors = priors[np.searchsorted(declared, stats.classes)]
             priors = priors / priors.sum()

@@ -95,16 +95,25 @@ def class_priors(counts: ArrayLike, priors: ArrayLike | None = None) -> np.ndarr
     counts = np.asarray(counts, dtype=np.float64)
     if priors is None:
         return counts / counts.sum()
-    given = np.asarray(priors, dtype=np.float64).reshape(-1)
+    try:
+        given = np.asarray(priors, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        msg = f"priors must be numbers, one per class; got {priors!r}"
+        raise InputError(msg) from None
     if given.shape != counts.shape:
         msg = f"priors has {given.shape[0]} entries but there are {counts.shape[0]} classes"
         raise InputError(msg)
     if (given < 0).any() or not np.isfinite(given).all():
         msg = f"priors must be finite and non-negative; got {given.tolist()}"
         raise InputError(msg)
-    if abs(given.sum() - 1.0) > 1e-5:
+    with np.errstate(over="ignore"):
+        total = given.sum()
+    if not 0 < total < np.inf:  # 0 or overflowed: no weights to renormalise to
+        msg = f"priors must have a positive, finite sum; got {given.tolist()} (sum {total.item()})"
+        raise InputError(msg)
+    if abs(total - 1.0) > 1e-5:
         warnings.warn("The priors do not sum to 1. Renormalizing", StreamprojWarning, stacklevel=2)
-        given = given / given.sum()
+        given = given / total
     return given
 
 

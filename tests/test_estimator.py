@@ -346,6 +346,22 @@ def test_lazy_score_refuses_labels_of_another_type(labels):
     assert model.score(da.from_array(X, chunks=(16, 3)), y.astype(float)) == model.score(X, y)
 
 
+@pytest.mark.parametrize(("priors", "message"), [
+    ([0, 0], r"priors must have a positive, finite sum; got \[0.0, 0.0\]"),
+    ([1e308, 1e308], r"priors must have a positive, finite sum; got \[1e\+308, 1e\+308\] \(sum inf\)"),
+    ({"a": 1}, r"priors must be numbers, one per class; got \{'a': 1\}"),
+])
+def test_priors_that_weigh_nothing_or_are_not_numbers_are_refused_as_priors(priors, message):
+    # [0, 0] and [1e308, 1e308] ended in "the within-class covariance is singular" (blaming
+    # the data; QDA fitted NaN priors), and a dict in a bare TypeError
+    X, y = make_classes(n=60, p=3, seed=24)
+    for estimator in (sp.BoundaryProjector, sp.StreamingQDA):
+        with pytest.raises(InputError, match=message):
+            estimator(priors=priors).fit(X, y)
+    with pytest.raises(InputError, match=message):  # a declared class's priors, too
+        sp.BoundaryProjector(priors=priors).partial_fit(X, y, classes=[0, 1])
+
+
 def test_bad_input_errors():
     X, y = make_classes(n=50, p=3, seed=21)
     bad = X.copy()

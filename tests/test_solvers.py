@@ -165,6 +165,9 @@ def test_multiclass_basis_from_external_coef_spans_pairwise_normals():
         ({"shrinkage": "ledoit"}, r"'auto', 'oas' or a float in \[0, 1\]"),
         ({"priors": [0.5, 0.25, 0.25]}, "3 entries but there are 2 classes"),
         ({"priors": [-0.5, 1.5]}, "non-negative"),
+        ({"priors": [0, 0]}, r"positive, finite sum; got \[0.0, 0.0\] \(sum 0.0\)"),
+        ({"priors": [1e308, 1e308]}, r"positive, finite sum; got \[1e\+308, 1e\+308\] \(sum inf\)"),
+        ({"priors": {"a": 1}}, r"priors must be numbers, one per class; got \{'a': 1\}"),
     ],
 )
 def test_bad_options(kwargs, message):
