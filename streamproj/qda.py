@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval
 
 from . import solvers
 from .errors import SingularScatterError
-from .estimator import _SummaryClassifier
+from .estimator import _label, _SummaryClassifier
 
 __all__ = ["StreamingQDA"]
 
@@ -109,7 +109,7 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
             # as scikit-learn: a class needs two rows for a covariance (a stream may bring more)
             k = int(np.flatnonzero(stats.counts <= max(self.ddof, 1))[0])
             msg = (f"y has only {stats.counts[k]} sample(s) in class "
-                   f"{stats.classes[k]!r}; its covariance is ill defined (QDA needs at least "
+                   f"{_label(stats.classes[k])}; its covariance is ill defined (QDA needs at least "
                    f"{max(self.ddof, 1) + 1} rows per class)")
             raise SingularScatterError(msg)
         model = solvers.qda(stats, self.reg_param, self._solved_priors(stats), self.ddof)

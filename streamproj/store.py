@@ -706,8 +706,9 @@ def _first_missing_chunk(arr):
 def _check_chunks(arr, label):
     missing = _first_missing_chunk(arr)
     if missing is not None:
+        fill = np.asarray(arr.fill_value).item()  # 0.0, not numpy's repr np.float64(0.0)
         msg = (f"{label}: the chunk file of rows {missing[0]}..{missing[1]} is missing (deleted, "
-               f"or never written because it held only the fill value {arr.fill_value!r}); "
+               f"or never written because it held only the fill value {fill!r}); "
                "pass --allow-missing-chunks to read missing chunks as the fill value")
         raise InputError(msg)
 

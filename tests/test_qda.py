@@ -70,3 +70,13 @@ def test_boundary_projector_gives_its_qda():
     # the solution the picture draws (plot --qda) is the same one
     np.testing.assert_allclose(sp.solvers.qda_log_posterior(m.qda(0.1), X).argmax(1),
                                q.predict_log_proba(df).argmax(1))
+
+
+def test_a_class_with_one_row_is_named_as_written():
+    # the message said "class np.int64(2)" (numpy's repr), not the label 2
+    X, y = make_classes(n=60, p=3, k=3, seed=20)
+    y[np.flatnonzero(y == 2)[1:]] = 0
+    with pytest.raises(sp.StreamprojError, match=r"y has only 1 sample\(s\) in class 2; its"):
+        sp.StreamingQDA().fit(X, y)
+    with pytest.raises(sp.StreamprojError, match=r"in class 'c'; its"):
+        sp.StreamingQDA().fit(X, np.array(["a", "b", "c"])[y])

@@ -276,6 +276,7 @@ def test_a_missing_chunk_is_an_error_naming_its_rows(setup, capsys, tmp_path):
     line = refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "m2",
                    match="d.zarr/X: the chunk file of rows 100..199 is missing")
     assert "--allow-missing-chunks" in line
+    assert "the fill value 0.0)" in line  # the value, not numpy's repr np.float64(0.0)
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o2.zarr",
             match="rows 100..199")
     assert run("fit", d / "d.zarr", "--model", d / "m2", "--allow-missing-chunks") == 0
