@@ -504,7 +504,12 @@ class _SummaryClassifier:
                 return float(right.mean().compute())
             w = da.asarray(sample_weight).rechunk(predicted.chunks)
             return float(((right * w).sum() / w.sum()).compute())
-        return float(accuracy_score(as_labels(y), predicted, sample_weight=sample_weight))
+        y = as_labels(y)
+        if predicted.dtype.kind == "S" and y.dtype.kind == "S" and y.shape == predicted.shape:
+            # bytes labels (HDF5, fixed-width Zarr) are classes here, but scikit-learn's
+            # metric refuses bytes: the same mean, of the labels as stored
+            return float(np.average(predicted == y, weights=sample_weight))
+        return float(accuracy_score(y, predicted, sample_weight=sample_weight))
 
 
 class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, BaseEstimator,  # type: ignore[call-arg]

@@ -332,6 +332,21 @@ def test_a_table_column_that_is_no_number_is_named():
     sp.BoundaryProjector().fit(pd.DataFrame({"a": X[:, 0], "b": X[:, 1]}), y)  # numbers: fine
 
 
+def test_score_of_a_model_of_bytes_labels_is_its_accuracy():
+    # bytes labels (HDF5, fixed-width Zarr) fit and predict, but score raised scikit-learn's
+    # "labels represented as bytes is not supported" on rows in memory (the lazy path scored)
+    X, y = make_classes(n=60, p=3, seed=24)
+    labels = np.array(["é".encode(), b"b", b"c"])[y % 3]  # (not ASCII: compared as stored)
+    model = sp.BoundaryProjector().fit(X, labels)
+    want = float(np.mean(model.predict(X) == labels))
+    assert 0.3 < want < 1.0
+    assert model.score(X, labels) == want
+    assert model.score(da.from_array(X, chunks=(16, 3)), labels) == want
+    w = np.linspace(0.5, 2.0, 60)
+    assert model.score(X, labels, sample_weight=w) == pytest.approx(
+        np.average(model.predict(X) == labels, weights=w), rel=1e-15)
+
+
 @pytest.mark.parametrize("labels", ["str", "lazy str", "lazy object"])
 def test_lazy_score_refuses_labels_of_another_type(labels):
     # string labels for an int model scored 0.0 on lazy rows; numpy rows refuse them
