@@ -410,7 +410,14 @@ class _SummaryClassifier:
             return priors  # not numbers: solvers.class_priors says so
         if priors.shape[0] == declared.shape[0] != stats.n_classes:
             priors = priors[np.searchsorted(declared, stats.classes)]
-            priors = priors / priors.sum()
+            with np.errstate(over="ignore"):
+                total = priors.sum()
+            if not 0 < total < np.inf:  # (not renormalised to NaN: say which classes)
+                msg = (f"priors weigh nothing on the classes with rows so far "
+                       f"({', '.join(map(_label, stats.classes))}: priors {priors.tolist()}); "
+                       "give them a positive weight, or fit rows of the other classes first")
+                raise InputError(msg)
+            priors = priors / total
         return priors
 
     def fit_stats(self, stats):

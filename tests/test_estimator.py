@@ -377,6 +377,18 @@ def test_priors_that_weigh_nothing_or_are_not_numbers_are_refused_as_priors(prio
         sp.BoundaryProjector(priors=priors).partial_fit(X, y, classes=[0, 1])
 
 
+def test_priors_that_weigh_nothing_on_the_classes_seen_so_far_say_so():
+    # classes=[0, 1, 2] with rows of 0 and 1 only and priors [0, 0, 1]: the priors of the
+    # classes with rows were renormalised to NaN ("got [nan, nan]")
+    X, y = make_classes(n=60, p=3, seed=24)
+    model = sp.BoundaryProjector(priors=[0, 0, 1])
+    with pytest.raises(InputError, match=re.escape(
+            "priors weigh nothing on the classes with rows so far (0, 1: priors [0.0, 0.0])")):
+        model.partial_fit(X, y, classes=[0, 1, 2])
+    model = sp.BoundaryProjector(priors=[1, 1, 2]).partial_fit(X, y, classes=[0, 1, 2])
+    np.testing.assert_allclose(model.priors_, [0.5, 0.5])  # renormalised over those with rows
+
+
 def test_bad_input_errors():
     X, y = make_classes(n=50, p=3, seed=21)
     bad = X.copy()
