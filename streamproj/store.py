@@ -1355,6 +1355,10 @@ def write_bytes(url, data):
         return url
     # through a symlink to its target (the link stays), keeping the file's permissions
     dest = Path(os.path.realpath(_local_path(url)))
+    if dest.exists() and not stat.S_ISREG(dest.stat().st_mode):  # renamed over, it is gone
+        msg = (f"{url} is not a regular file (a device, FIFO, socket or folder); it was left "
+               "untouched: choose another file name")
+        raise OutputExistsError(msg)
     with storage_errors(str(url)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         mode = stat.S_IMODE(dest.stat().st_mode) if dest.exists() else None

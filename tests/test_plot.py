@@ -1084,6 +1084,48 @@ def test_a_failed_plot_leaves_the_old_figure_whole_and_keeps_link_and_mode(proje
     assert stat.S_IMODE((d / "f.png").stat().st_mode) == 0o600
 
 
+def test_plot_leaves_a_device_a_fifo_and_a_linked_empty_file_alone(projected, capsys):
+    # fig.png -> a device node (as /dev/null), fig.svg -> a FIFO, fig.pdf -> someone's empty
+    # lock file: each became a regular image file, exit 0 (the mark check skipped empty files)
+    import os
+    import stat
+
+    from streamproj import store
+    from streamproj.errors import OutputExistsError
+    from streamproj.plot import plot_output
+
+    d = projected
+    devs = d / "devs"
+    devs.mkdir()
+    os.mkfifo(devs / "fifo")
+    (devs / "precious.lock").touch()
+    targets = {"fig.svg": devs / "fifo", "fig.pdf": devs / "precious.lock"}
+    if os.geteuid() == 0:  # (a device node needs root)
+        os.mknod(devs / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        targets["fig.png"] = devs / "null"
+    for name, target in targets.items():
+        (d / name).symlink_to(target)
+        capsys.readouterr()
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 2
+        line = one_error_line(capsys)
+        assert f"plot --output {d / name} is " in line
+        assert "left untouched" in line
+    assert stat.S_ISFIFO((devs / "fifo").stat().st_mode)
+    assert (devs / "precious.lock").stat().st_size == 0
+    if "fig.png" in targets:
+        assert stat.S_ISCHR((devs / "null").stat().st_mode)
+    # the Python API's writer refuses a FIFO too (it writes through links)
+    with pytest.raises(OutputExistsError, match="is not a regular file"):
+        plot_output(d / "o.zarr", d / "fig.svg")
+    with pytest.raises(OutputExistsError, match="is not a regular file"):
+        store.write_bytes(devs / "fifo", b"x")
+    assert stat.S_ISFIFO((devs / "fifo").stat().st_mode)
+    # an empty file of its own (say tempfile's) is still a place for a figure
+    (d / "empty.png").touch()
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "empty.png")]) == 0
+    assert (d / "empty.png").stat().st_size > 0
+
+
 def test_many_classes_from_a_stored_output(tmp_path):
     X, y = make_classes(n=3000, p=5, k=4, seed=3)
     m = sp.BoundaryProjector().fit(X, y)

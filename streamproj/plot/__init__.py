@@ -338,10 +338,21 @@ def check_figure(figure, out, model_path=None):
     if path.is_dir():
         msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
         raise OutputExistsError(msg)
-    if path.exists() and path.stat().st_size and not is_ours(path):
-        msg = (f"plot --output {figure} exists and is not a figure streamproj wrote (figures it "
-               "wrote before 2026-11-25 carry no mark: remove those once); it was left "
-               "untouched: choose another file name")
-        raise OutputExistsError(msg)
+    if path.exists():
+        import stat
+
+        # a device or FIFO (behind a link, /dev/null itself) would be replaced by a file, and
+        # an empty file behind a link is someone's (a lock, a marker), not a figure
+        if not stat.S_ISREG(path.stat().st_mode) or (path.is_symlink() and not path.stat().st_size):
+            what = "a link to an empty file" if stat.S_ISREG(path.stat().st_mode) else \
+                "not a regular file (a device, FIFO or socket)"
+            msg = (f"plot --output {figure} is {what}; it was left untouched: choose another "
+                   "file name")
+            raise OutputExistsError(msg)
+        if path.stat().st_size and not is_ours(path):
+            msg = (f"plot --output {figure} exists and is not a figure streamproj wrote (figures "
+                   "it wrote before 2026-11-25 carry no mark: remove those once); it was left "
+                   "untouched: choose another file name")
+            raise OutputExistsError(msg)
     with store.storage_errors(f"figure {figure}"):
         path.parent.mkdir(parents=True, exist_ok=True)
