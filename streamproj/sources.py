@@ -1128,16 +1128,27 @@ def _open_csv(ctx, features, label, label_given):
             head_bytes = f.read(1 << 16)
             # the header and a row at least (a wide file's header alone can pass 64 KiB)
             while head_bytes.count(b"\n") < 2 and len(head_bytes) < 1 << 26:
+                if _cr_only(head_bytes):  # (no need to read 64 MiB to say so)
+                    break
                 more = f.read(1 << 16)
                 if not more:
                     break
                 head_bytes += more
             else:
                 head_bytes = head_bytes[: head_bytes.rfind(b"\n") + 1]  # a cut line: a missing value
-        head = pd.read_csv(io.BytesIO(head_bytes), nrows=1000)
+        cr_only = _cr_only(head_bytes)
+        if not cr_only:  # (refused below, not as "not a readable CSV file")
+            head = pd.read_csv(io.BytesIO(head_bytes), nrows=1000)
     except (ValueError, OSError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
         msg = f"{ctx.base} is not a readable CSV file ({type(exc).__name__}: {exc})"
         raise InputError(msg) from None
+    if cr_only:
+        # read in blocks split at "\n", such a file is one block (all of it in memory) and
+        # its header line runs to the end of the file
+        msg = (f"{ctx.base}: its lines end in a carriage return alone (CR, old Mac line "
+               "endings), which cannot be read in blocks; convert the line endings to LF or "
+               "CRLF (e.g. tr '\\r' '\\n')")
+        raise InputError(msg)
     columns = [str(c) for c in head.columns]
     _check_csv_header(ctx.base, head_bytes, features, label, ctx.hint)
     if head.empty:  # (a text file says nothing of its columns' types without a row)
@@ -1185,6 +1196,15 @@ def _open_csv(ctx, features, label, label_given):
                                              f"streamproj-read-csv-{ctx.url}-labels")
     return Source(spec=ctx.spec, url=ctx.url, kind="csv", X=X, y=y, feature_names=tuple(cols),
                   x=tuple(cols), label=lab, names=names)
+
+
+def _cr_only(head_bytes):
+    """The first line of a CSV file's bytes holds a carriage return before its end.
+
+    That is a file whose lines end in CR alone (old Mac, some Excel exports):
+    a CRLF file's first line ends in its only CR.
+    """
+    return b"\r" in head_bytes.split(b"\n", 1)[0].rstrip(b"\r")
 
 
 def _check_csv_header(where, head_bytes, features, label, hint=_FEATURES_HINT):

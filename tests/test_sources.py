@@ -873,6 +873,39 @@ def test_a_csv_with_a_header_and_no_rows(tmp_path, capsys):
     assert "feature column 'f0' holds 'abc' at row 1" in one_error_line(capsys)
 
 
+def test_a_csv_with_cr_only_line_ends_is_one_error_line_in_every_command(tmp_path, capsys):
+    """Old Mac line ends (CR alone): a traceback (csv.Error from the header check) and exit 1."""
+    lines = ["a,b,label"] + [f"{i % 7}.5,{(i * 3) % 5}.25,{i % 2}" for i in range(50)]
+    (tmp_path / "cr.csv").write_bytes(("\r".join(lines) + "\r").encode())
+    (tmp_path / "lf.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "crlf.csv").write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    refused = (r"^(streamproj: error: )?\S*/cr\.csv: its lines end in a carriage return alone "
+               r"\(CR, old Mac line endings\), which cannot be read in blocks; convert the line "
+               r"endings to LF or CRLF")
+    with pytest.raises(InputError, match=refused):
+        sources.open_source(tmp_path / "cr.csv", label="label")
+    cr, m = str(tmp_path / "cr.csv"), str(tmp_path / "m")
+    assert main(["fit", cr, "--label", "label", "--model", m]) == 2
+    assert re.search(refused, one_error_line(capsys))
+    assert not (tmp_path / "m").exists()
+    assert main(["fit", str(tmp_path / "lf.csv"), "--label", "label", "--model", m]) == 0
+    # LF and CRLF files read the same
+    np.testing.assert_array_equal(
+        sources.open_source(tmp_path / "crlf.csv", label="label").X.compute(),
+        sources.open_source(tmp_path / "lf.csv", label="label").X.compute())
+    capsys.readouterr()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    job = tmp_path / "job.toml"
+    job.write_text(f'[input]\npaths = ["{cr}"]\nlabel = "label"\n[model]\npath = "{m}"\n'
+                   f'mode = "auto"\n[output]\npath = "{tmp_path / "o.zarr"}"\n')
+    for argv in (["update", m, cr, "--label", "label"],
+                 ["project", m, cr, "--output", str(tmp_path / "o.zarr")],
+                 ["run", str(job)]):
+        assert main(argv) == 2, argv
+        assert re.search(refused, one_error_line(capsys)), argv
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, "job.toml"])
+
+
 def test_a_parquet_file_with_a_column_name_twice(tmp_path):
     # "cannot read …: KeyError: 'Column f0 does not exist in schema'" before
     table = pa.table([pa.array([1.0, 2.0]), pa.array([3.0, 4.0]), pa.array([0, 1])],
