@@ -1168,8 +1168,9 @@ def _open_csv(ctx, features, label, label_given):
     x_dtype = np.dtype(np.float64)  # text has no stored type; integers become floats too
     y_dtype = None
     if lab is not None:
-        y_dtype = head[lab].dtype if head[lab].dtype.kind in "biuf" else np.dtype(object)
-        y_dtype = np.dtype(np.float64) if y_dtype.kind == "f" else np.dtype(y_dtype)
+        texts = pd.read_csv(io.BytesIO(head_bytes), nrows=1000, usecols=[lab], dtype={lab: str},
+                            low_memory=False)[lab]
+        y_dtype = _csv_label_dtype(texts.dropna())
     blocksize = None
     if compression is None:
         line_bytes = max(1, len(head_bytes) // max(1, head_bytes.count(b"\n")))
@@ -1235,6 +1236,9 @@ def _check_csv_header(where, head_bytes, features, label, hint=_FEATURES_HINT):
 
 
 _EXTRA = "\x00streamproj: a field past the header's"
+# numbers as pandas and numpy write them: no leading zero, + sign or space
+_PLAIN_INTEGER = r"0|-?[1-9][0-9]*"
+_PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
 
 
 def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False, offset=0):
@@ -1309,13 +1313,104 @@ def _read_csv_rows(data, first, columns, features, where, offset):
 
 
 def _read_csv_labels(data, first, columns, label, dtype, where, offset):
-    """One chunk of y: the label column of one block of CSV bytes."""
-    dtype = np.dtype(dtype)
-    # text labels are read as text in every block: pandas would guess each block's type
-    # again, and a block without "A12" would turn "007" into 7
-    frame = _csv_frame(data, first, columns, [label], {label: str} if dtype.kind == "O" else None,
-                       where)
-    return _labels(frame[label].to_numpy(), where, label, offset, dtype)
+    """One chunk of y: the label column of one block of CSV bytes.
+
+    The labels are read as text in every block (pandas would guess each
+    block's type again, and a block without "A12" would turn "007" into 7),
+    then given the type the file's first rows chose (:func:`_csv_label_dtype`).
+    """
+    texts = _csv_frame(data, first, columns, [label], {label: str}, where)[label]
+    missing = np.flatnonzero(texts.isna().to_numpy())
+    if missing.size:
+        msg = (f"{where}: the label {label!r} is missing at row {offset + int(missing[0])}; every "
+               "row needs a label")
+        raise InputError(msg)
+    return _typed_csv_labels(texts, where, label, offset, np.dtype(dtype))
+
+
+def _csv_label_dtype(texts):
+    """The type of a CSV file's labels, from the text of its first rows (a pandas Series).
+
+    Integers written plainly (``-12``, ``0``: no leading zero, + sign or
+    space) are int64 (uint64 past it), True/False as pandas spells them bool,
+    plain numbers some of which have a decimal point or an exponent float64;
+    anything else is text, each spelling its own class: "007" beside "7" (one
+    integer) are labels as written.
+    """
+    if texts.empty:
+        return np.dtype(object)
+    if texts.isin(list(_BOOLEANS)).all():
+        return np.dtype(bool)
+    for dtype in (np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.float64)):
+        if _number_labels(texts, dtype)[1] is None:
+            return dtype
+    return np.dtype(object)
+
+
+def _number_labels(texts, dtype):
+    """Labels as numbers of ``dtype``, and the first one no plain number of it (None if none).
+
+    ``texts`` is a pandas Series of text, none missing. A text is refused that
+    ``dtype`` reads, but not as written ("007", "+7", " 7", a 17-digit integer
+    as float64): beside "7" it would become one class.
+    """
+    plain = texts.str.fullmatch(_PLAIN_INTEGER if dtype.kind in "iu" else _PLAIN_NUMBER)
+    bad = np.flatnonzero(~plain.to_numpy(dtype=bool))
+    if bad.size:
+        return None, int(bad[0])
+    try:
+        values = _parsed(texts, dtype)
+    except (ValueError, OverflowError):  # (a plain integer past the type's range)
+        info = np.iinfo(dtype)
+        past = (i for i, text in enumerate(texts) if not info.min <= int(text) <= info.max)
+        return None, next(past, 0)
+    if dtype.kind == "f":
+        for at in np.flatnonzero(np.abs(values) >= 2**53):  # (an integer float64 holds exactly?)
+            text = texts.iloc[at]
+            if not any(c in text for c in ".eE") and int(text) != int(values[at]):
+                return None, int(at)
+    return values, None
+
+
+def _parsed(texts, dtype):
+    """Plain numbers (a pandas Series of text) as a numpy array of ``dtype``."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # (Python's int and float, one by one: some ten times slower)
+        return texts.to_numpy(dtype=object).astype(dtype)
+    values = np.asarray(pc.cast(pa.array(texts), pa.from_numpy_dtype(dtype)), dtype=dtype)
+    return values if values.flags.writeable else values.copy()  # (Arrow's memory is read-only)
+
+
+def _typed_csv_labels(texts, where, label, offset, dtype):
+    """A block's labels (a pandas Series of text, none missing) in the type of the file's first rows.
+
+    A label that type does not hold as written is refused, naming its row.
+    """
+    if dtype.kind == "O":
+        return texts.to_numpy(dtype=object)
+    if dtype.kind == "b":
+        if not texts.isin(list(_BOOLEANS)).all():  # (names the row of the first other word)
+            return _text_booleans(texts.to_numpy(dtype=object), where, label, offset)
+        return texts.isin([k for k, v in _BOOLEANS.items() if v]).to_numpy(dtype=bool)
+    values, bad = _number_labels(texts, dtype)
+    if bad is None:
+        return values
+    text, row = texts.iloc[bad], offset + bad
+    try:
+        number = int(text) if dtype.kind in "iu" else float(text)
+    except ValueError:
+        number = None
+    if number is not None and (dtype.kind in "iu" or np.isfinite(number)) and str(number) != text:
+        msg = (f"{where}: the label {label!r} at row {row} is written {text!r}, which reads as "
+               f"{str(number)!r}: the labels are read as {dtype} (as the file's first rows are "
+               "written), so both spellings would be one class; write each label one way")
+    else:
+        shown = text if re.fullmatch(_PLAIN_NUMBER, text) else repr(text)
+        msg = (f"{where}: the label {label!r} is {shown} at row {row}, but the labels before it "
+               f"are {dtype}; one source needs one label type")
+    raise InputError(msg)
 
 
 # --------------------------------------------------------------------- hdf5

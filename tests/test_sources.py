@@ -695,6 +695,60 @@ def test_hdf5_rows_never_written_are_refused_unless_allowed(tmp_path, data, caps
     np.testing.assert_array_equal(sources.open_source(tmp_path / "whole.h5").X.compute(), X)
 
 
+def _label_csv(path, labels):
+    rng = np.random.default_rng(5)
+    n = len(labels)
+    pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n), "label": labels}).to_csv(
+        path, index=False)
+
+
+def test_csv_labels_spelled_like_one_number_are_not_one_class(tmp_path, capsys):
+    """Labels 007, 7 and 8 were read as the integers 7, 7 and 8: two classes, exit 0."""
+    rng = np.random.default_rng(4)
+    codes = np.array(["007", "7", "8"], dtype=object)[rng.integers(0, 3, 600)]
+    _label_csv(tmp_path / "codes.csv", codes)
+    src = sources.open_source(tmp_path / "codes.csv", label="label", chunk_rows=100)
+    assert src.y.dtype == object
+    assert src.y.compute().tolist() == codes.tolist()
+    assert main(["fit", str(tmp_path / "codes.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m")]) == 0
+    assert sp.load(tmp_path / "m").classes_.tolist() == ["007", "7", "8"]
+    # labels written plainly keep their types: int64, uint64, bool, float64
+    for labels, want in ((["0", "1", "-12"], np.array([0, 1, -12])),
+                         (["18446744073709551615", "1"], np.array([2**64 - 1, 1], dtype=np.uint64)),
+                         (["True", "false"], np.array([True, False])),
+                         (["0.0", "1.0", "2.5", "1e-05"], np.array([0, 1, 2.5, 1e-5]))):
+        _label_csv(tmp_path / "plain.csv", labels * 100)
+        y = sources.open_source(tmp_path / "plain.csv", label="label").y
+        assert y.dtype == want.dtype
+        assert y.compute().dtype == want.dtype
+        np.testing.assert_array_equal(y.compute(), np.tile(want, 100))
+    # the first rows set the type; a later block that spells a number otherwise is refused
+    for odd, kind in (("007", "int64"), (" 7", "int64"), ("+7", "int64"), ("-0", "int64")):
+        _label_csv(tmp_path / "late.csv", ["1", "2", "7", "0"] * 500 + [odd] + ["1"] * 10)
+        src = sources.open_source(tmp_path / "late.csv", label="label", chunk_rows=100)
+        assert src.y.dtype == np.int64
+        spelled = str(int(odd))
+        with pytest.raises(InputError, match=rf"late\.csv: the label 'label' at row 2000 is written "
+                                             rf"{re.escape(repr(odd))}, which reads as '{spelled}': the "
+                                             rf"labels are read as {kind} .* both spellings would "
+                                             "be one class"):
+            src.y.compute()
+    _label_csv(tmp_path / "late.csv", ["1.5", "2"] * 500 + ["007"])
+    with pytest.raises(InputError, match=r"row 1000 is written '007', which reads as '7\.0'"):
+        sources.open_source(tmp_path / "late.csv", label="label", chunk_rows=100).y.compute()
+    _label_csv(tmp_path / "late.csv", ["1.5", "2"] * 500 + ["9007199254740993"])
+    with pytest.raises(InputError, match=r"written '9007199254740993', which reads as "
+                                         r"'9007199254740992\.0'"):
+        sources.open_source(tmp_path / "late.csv", label="label", chunk_rows=100).y.compute()
+    _label_csv(tmp_path / "late.csv", ["7", "8"] * 500 + ["007"])  # past the first 1000 rows
+    assert main(["fit", str(tmp_path / "late.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m2")]) == 2
+    assert ("late.csv: the label 'label' at row 1000 is written '007', which reads as '7'"
+            in one_error_line(capsys))
+    assert not (tmp_path / "m2").exists()
+
+
 def test_hdf5_text_labels_are_utf8_whatever_their_declared_encoding(tmp_path, data, capsys):
     """h5py stores numpy bytes as 'ASCII' strings; UTF-8 in them crashed the fit (exit 1)."""
     X, y = data
