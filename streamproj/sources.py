@@ -1169,7 +1169,7 @@ def _open_csv(ctx, features, label, label_given):
     y_dtype = None
     if lab is not None:
         texts = pd.read_csv(io.BytesIO(head_bytes), nrows=1000, usecols=[lab], dtype={lab: str},
-                            low_memory=False)[lab]
+                            low_memory=False, **_AS_WRITTEN)[lab]
         y_dtype = _csv_label_dtype(texts.dropna())
     blocksize = None
     if compression is None:
@@ -1236,21 +1236,26 @@ def _check_csv_header(where, head_bytes, features, label, hint=_FEATURES_HINT):
 
 
 _EXTRA = "\x00streamproj: a field past the header's"
+# only an empty field is missing (pandas applies it to every column read: the label's alone)
+_AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}
 # numbers as pandas and numpy write them: no leading zero, + sign or space
 _PLAIN_INTEGER = r"0|-?[1-9][0-9]*"
 _PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
 
 
-def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False, offset=0):
+def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False, offset=0,
+               as_written=False):
     """Parse one block of CSV bytes (the first holds the header) into a DataFrame.
 
     ``strict``: a line with more fields than the header is refused (read by
     name with ``usecols``, pandas dropped a line's extra fields, so a stray
     comma shifted its values silently): one more column is named and read,
-    which only such a line fills.
+    which only such a line fills. ``as_written``: only an empty field is
+    missing, not pandas' missing-value words ("NA", "null", "nan" ...).
     """
     import pandas as pd
 
+    na = _AS_WRITTEN if as_written else {}
     # low_memory=False: one type per column for the whole block (pandas would otherwise infer
     # types piece by piece and warn "mixed types" on stderr, beside the one error line)
     try:
@@ -1260,7 +1265,7 @@ def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=Fa
             frame = pd.read_csv(io.BytesIO(data + tail + b"," * len(columns) + b"\n"),
                                 header=0 if first else None, names=[*columns, _EXTRA],
                                 usecols=[*usecols, _EXTRA], index_col=False, low_memory=False,
-                                dtype=dtype).iloc[:-1]
+                                dtype=dtype, **na).iloc[:-1]
             extra = np.flatnonzero(frame[_EXTRA].notna().to_numpy())
             if extra.size:
                 msg = (f"{where}: the line of row {offset + int(extra[0])} has more fields than "
@@ -1268,9 +1273,10 @@ def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=Fa
                 raise InputError(msg)
             return frame[list(usecols)]
         if first:
-            return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype)
+            return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype,
+                               **na)
         return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
-                           low_memory=False, dtype=dtype)
+                           low_memory=False, dtype=dtype, **na)
     except ValueError as exc:  # (pandas' ParserError is one)
         if "fields in line" in str(exc) or "passed names did not match" in str(exc):
             msg = (f"{where}: a line has more fields than the header ({' '.join(str(exc).split())}; "
@@ -1319,7 +1325,7 @@ def _read_csv_labels(data, first, columns, label, dtype, where, offset):
     block's type again, and a block without "A12" would turn "007" into 7),
     then given the type the file's first rows chose (:func:`_csv_label_dtype`).
     """
-    texts = _csv_frame(data, first, columns, [label], {label: str}, where)[label]
+    texts = _csv_frame(data, first, columns, [label], {label: str}, where, as_written=True)[label]
     missing = np.flatnonzero(texts.isna().to_numpy())
     if missing.size:
         msg = (f"{where}: the label {label!r} is missing at row {offset + int(missing[0])}; every "
@@ -1335,7 +1341,7 @@ def _csv_label_dtype(texts):
     space) are int64 (uint64 past it), True/False as pandas spells them bool,
     plain numbers some of which have a decimal point or an exponent float64;
     anything else is text, each spelling its own class: "007" beside "7" (one
-    integer) are labels as written.
+    integer), or "NA" (a missing value to pandas), are labels as written.
     """
     if texts.empty:
         return np.dtype(object)

@@ -749,6 +749,36 @@ def test_csv_labels_spelled_like_one_number_are_not_one_class(tmp_path, capsys):
     assert not (tmp_path / "m2").exists()
 
 
+def test_csv_class_names_pandas_reads_as_missing_are_labels(tmp_path, capsys):
+    """A class "NA" (North America), "None", "null" or "nan" was "the label is missing at row 3"."""
+    rng = np.random.default_rng(6)
+    names = np.array(["NA", "EU", "None", "null", "nan", "N/A"], dtype=object)
+    regions = names[rng.integers(0, len(names), 3000)]
+    _label_csv(tmp_path / "r.csv", regions)
+    src = sources.open_source(tmp_path / "r.csv", label="label", chunk_rows=200)
+    assert src.y.dtype == object
+    assert src.y.compute().tolist() == regions.tolist()
+    assert main(["fit", str(tmp_path / "r.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m")]) == 0
+    assert sp.load(tmp_path / "m").classes_.tolist() == sorted(names)
+    # an empty field is still a missing label, in any block; features read "NA" as missing still
+    for at in (3, 2500):
+        lines = (tmp_path / "r.csv").read_text().splitlines()
+        lines[at + 1] = "NA,0.5,"
+        (tmp_path / "e.csv").write_text("\n".join(lines) + "\n")
+        src = sources.open_source(tmp_path / "e.csv", label="label", chunk_rows=200)
+        assert np.isnan(src.X[at, 0].compute())
+        with pytest.raises(InputError, match=rf"e\.csv: the label 'label' is missing at row {at}; "
+                                             "every row needs a label"):
+            src.y.compute()
+    # among integers, a later "NA" is a label of another type, named as written
+    _label_csv(tmp_path / "n.csv", ["0", "1"] * 600 + ["NA"])
+    assert main(["fit", str(tmp_path / "n.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m2")]) == 2
+    assert ("n.csv: the label 'label' is 'NA' at row 1200, but the labels before it are int64"
+            in one_error_line(capsys))
+
+
 def test_hdf5_text_labels_are_utf8_whatever_their_declared_encoding(tmp_path, data, capsys):
     """h5py stores numpy bytes as 'ASCII' strings; UTF-8 in them crashed the fit (exit 1)."""
     X, y = data
