@@ -89,6 +89,7 @@ __all__ = [
     "Summaries",
     "check_disjoint",
     "check_ledger",
+    "check_not_held",
     "check_output_reachable",
     "check_writable_location",
     "create_output_array",
@@ -212,13 +213,54 @@ def check_writable_location(url: object, role: str = "output") -> None:
             raise InputError(msg)
 
 
-def check_disjoint(*named: tuple[str, object]) -> None:
+def check_not_held(url: object, role: str = "output") -> None:
+    """Refuse a local place to write inside a model or a Zarr store (see :func:`_holder_above`)."""
+    holder = _holder_above(url) if is_local(url) else None
+    if holder is not None:
+        kind, where = holder
+        fate = ("the model's next updates remove its old versions, and anything in them"
+                if kind == "model" else "its next write refuses, or replaces, what it did "
+                "not put there")
+        msg = f"the {role} {url} is inside the {kind} {where} ({fate}); choose a place outside it"
+        raise InputError(msg)
+
+
+def _holder_above(url):
+    """``(kind, folder)`` of the nearest folder above ``url`` that is a model or a Zarr store, or None.
+
+    By the path as given and with links resolved: a model directory (its
+    ``CURRENT`` and a ``vNNNNNN`` version) or a Zarr group or array (its
+    ``zarr.json``, or v2's ``.zgroup``/``.zarray``).
+    """
+    given = Path(os.path.abspath(_local_path(url)))
+    seen: set[Path] = set()
+    for start in (given, _real(url)):
+        for folder in start.parents:
+            if folder in seen:
+                continue
+            seen.add(folder)
+            try:
+                if (folder / "CURRENT").is_file() and any(
+                        _VERSION.match(e.name) and e.is_dir() for e in folder.iterdir()):
+                    return "model", folder
+                if any((folder / name).is_file() for name in ("zarr.json", ".zgroup", ".zarray")):
+                    return "Zarr store", folder
+            except OSError:  # (a folder that cannot be listed holds nothing of ours)
+                continue
+    return None
+
+
+def check_disjoint(*named: tuple[str, object], held: bool = True) -> None:
     """Refuse when two of the named locations overlap (equal, or one inside the other).
 
     Parameters
     ----------
     named : (str, str or None)
         ``(role, location)`` pairs, e.g. ``("input", "data.zarr")``; None is skipped.
+    held : bool
+        Also refuse a place to write (model, output, figure) inside a model or
+        a Zarr store not named (:func:`check_not_held`); a caller with more
+        places to compare first passes False and calls that itself.
     """
     given = [(role, url) for role, url in named if url is not None]
     for role, url in given:
@@ -232,6 +274,9 @@ def check_disjoint(*named: tuple[str, object]) -> None:
                 msg = (f"the {role_a} {a} {relation} the {role_b} {b}; they must not overlap "
                        f"(choose another {role_b if role_b in ('output', 'model') else role_a})")
                 raise InputError(msg)
+    for role, url in given if held else ():  # (after the overlaps, which name both places)
+        if role in ("model", "output", "figure"):
+            check_not_held(url, role)
 
 
 def _storage_options(url, given=None):

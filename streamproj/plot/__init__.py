@@ -331,9 +331,11 @@ def check_figure(figure, out, model_path=None):
         meta = store.open_output(out).attrs.get("streamproj", {})
         recorded = [("model that wrote it", meta.get("model_path"))] + [
             ("input", s.get("url")) for s in meta.get("sources") or [] if isinstance(s, dict)]
-    store.check_disjoint(("figure", figure), ("projection", out), ("model", model_path))
+    store.check_disjoint(("figure", figure), ("projection", out), ("model", model_path),
+                         held=False)
     for role, url in recorded:  # the figure against each (they may be the --model itself)
-        store.check_disjoint(("figure", figure), (role, url))
+        store.check_disjoint(("figure", figure), (role, url), held=False)
+    store.check_not_held(figure, "figure")  # (last: the overlaps above name both places)
     path = Path(figure).expanduser()
     if path.is_dir():
         msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
