@@ -1911,6 +1911,10 @@ def read_model(path):
         raise ModelError(msg) from None
     for key in ("sources", "evicted_sources"):
         check_ledger(meta.get(key), f"{where}/model.json", key, ModelError)
+    fault = ModelRecord(meta, stats, solution).fault()
+    if fault is not None:  # edited by hand: refused here, not by a traceback or a wrong output later
+        msg = f"model {path} (version {current}) is damaged: {fault}"
+        raise ModelError(msg)
     meta["version"] = current
     return meta, stats, solution
 

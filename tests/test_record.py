@@ -10,7 +10,7 @@ from conftest import make_classes, write_zarr
 import streamproj as sp
 from streamproj import jobs, store
 from streamproj.errors import InputError, NotFittedError, SingularScatterError
-from streamproj.record import ModelRecord
+from streamproj.record import PARAMETERS, ModelRecord
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +158,30 @@ def test_an_edited_singular_record_of_three_classes_names_its_axes_and_says_why_
         edited.predict(X)
     with pytest.raises(SingularScatterError, match="asked for priors_"):
         edited.priors_  # noqa: B018
+
+
+def test_a_records_parameters_are_the_estimators():
+    # the store refuses a model.json naming another parameter (it gave a TypeError traceback)
+    assert set(sp.BoundaryProjector().get_params(deep=False)) == PARAMETERS
+
+
+def test_records_of_every_kind_of_fit_are_consistent():
+    # what the store checks on reading must pass every record the estimator writes
+    X, y = make_classes(n=300, p=4, k=3, seed=47)
+    two = y < 2
+    names = np.array(["b", "a"])[y % 2]
+    models = [
+        sp.BoundaryProjector().fit(X, y),
+        sp.BoundaryProjector(n_components=1).fit(X, y % 2),
+        sp.BoundaryProjector().partial_fit(X[two], y[two], classes=[0, 1, 2]),
+        sp.BoundaryProjector().partial_fit(X, y, classes=[0, 1, 2, 3]),
+        sp.BoundaryProjector(boundary=(np.ones(4), 0.5)).fit(X, y % 2),
+        sp.BoundaryProjector(boundary={"coef": np.ones(4), "intercept": 0.5,
+                                       "classes": np.array(["b", "a"])}).fit(X, names),
+        sp.BoundaryProjector().fit(X, names.astype("S")),
+    ]
+    for model in models:
+        assert model.to_state().fault() is None, model
 
 
 def test_unfitted_model_has_no_record():

@@ -7,6 +7,7 @@ are bit-identical afterwards (a digest of the whole folder before and after).
 import errno
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -374,6 +375,56 @@ def test_a_hand_edited_ledger_is_one_line_naming_the_entry(setup, capsys, tmp_pa
     line = refused(capsys, tmp_path, "project", d / "m3", d / "d.zarr", "--output", d / "o.zarr",
                    "--append", match="o.zarr/zarr.json is damaged: ")
     assert message in line
+
+
+@pytest.mark.parametrize(("file", "edit", "message"), [
+    # model.json: an unknown parameter and a history that is no list were tracebacks (exit 1);
+    # classes, counts, n_features and n_components unlike the NPZ files were believed
+    ("model.json", lambda m: m["params"].update(foo=1), "model.json's 'params' has unknown key 'foo'"),
+    ("model.json", lambda m: m["params"].update(boundary=7),
+     "model.json's 'params' has boundary 7; it must be null or a table"),
+    ("model.json", lambda m: m.update(history=5), "model.json's 'history' must be a list; got int"),
+    ("model.json", lambda m: m.update(classes=["a", "b"]),
+     "model.json's 'classes' is ['a', 'b'], but solution.npz's is [0, 1]"),
+    ("model.json", lambda m: m.update(counts=[1, 2]), "model.json's 'counts' is [1, 2], but stats.npz's"),
+    ("model.json", lambda m: m.update(n_features=5), "model.json's 'n_features' is 5, but stats.npz's is 3"),
+    ("model.json", lambda m: m.update(n_components=1),
+     "model.json's 'n_components' is 1, but solution.npz's is 2"),
+    # solution.npz: NaN axes blamed the input's rows, mis-shaped ones its number of features;
+    # other classes than the summary's gave an output whose class labels were not its predictions
+    ("solution.npz", lambda z: z.update(components=z["components"] * np.nan),
+     "solution.npz's 'components' holds NaN or infinity"),
+    ("solution.npz", lambda z: z.update(coef=z["coef"] * np.inf), "solution.npz's 'coef' holds NaN or infinity"),
+    ("solution.npz", lambda z: z.update(components=np.ones((2, 5))),
+     "solution.npz's 'components' has shape (2, 5); stats.npz summarises 3 features"),
+    ("solution.npz", lambda z: z.update(center=np.ones(4)), "solution.npz's 'center' has shape (4,)"),
+    ("solution.npz", lambda z: z.update(intercept=np.ones(3)), "solution.npz's 'intercept' has shape (3,)"),
+    ("solution.npz", lambda z: z.update(classes=z["classes"] + 5),
+     "solution.npz's 'classes' ([5, 6]) are not the classes stats.npz summarises ([0, 1])"),
+    ("solution.npz", lambda z: z.update(classes=z["classes"][::-1]), "solution.npz's 'classes' ([1, 0]) are not in order"),
+])
+def test_a_hand_edited_model_version_is_one_line_naming_the_file(setup, capsys, tmp_path, file, edit, message):
+    import json
+
+    d, *_ = setup
+    path = d / "m" / "v000001" / file
+    if file == "model.json":
+        content = json.loads(path.read_text())
+        edit(content)
+        path.write_text(json.dumps(content))
+    else:
+        with np.load(path) as data:
+            content = {k: data[k] for k in data.files}
+        edit(content)
+        with open(path, "wb") as f:
+            np.savez(f, **content)
+    for argv in (["info", d / "m"], ["update", d / "m", d / "d.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "o2.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--append"]):
+        line = refused(capsys, tmp_path, *argv, match=f"model {d / 'm'} (version v000001) is damaged: ")
+        assert message in line
+    with pytest.raises(sp.ModelError, match=re.escape(message)):
+        sp.load(d / "m")
 
 
 @pytest.mark.parametrize(("content", "message"), [
