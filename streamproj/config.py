@@ -51,10 +51,12 @@ output. Example::
     alert_above_degrees = 2.0   # exit status 3 when the boundary moved more
 """
 
+import glob
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
+from . import store
 from .errors import InputError
 
 __all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfig", "RunConfig",
@@ -235,20 +237,35 @@ def _build(cls, table, where, file, nested=None):
         raise InputError(msg) from None
 
 
-def _resolve(path, base):
+def _resolve(path, base, file, key, writes=False):
     """Paths in a config are relative to the config file; URLs stay as they are.
 
     A local URL with a relative path (``file://data/a.zarr``) is relative to the
     config file too: resolved against the working directory, the same job run
     from elsewhere would read other data into the same model.
+
+    A name that starts like a URL without its ``//`` (``s3:/bucket/m``) is
+    refused, naming ``key``, as the command line refuses it: made relative to
+    the config, it was a local folder named ``s3:``. Where the job only reads
+    (``writes`` false), a local file or folder of that name that exists is read.
     """
     if path is None:
         return path
     scheme, sep, rest = path.partition("://")
-    if sep and scheme in ("file", "local"):
-        return f"{scheme}://{_resolve(rest, base)}" if rest and not rest.startswith("/") else path
+    if sep and scheme in ("file", "local"):  # (a local name as written: file://s3:/x is local)
+        return f"{scheme}://{_local(rest, base)}" if rest and not rest.startswith("/") else path
     if sep:
         return path
+    resolved = _local(path, base)
+    meant = store.misspelt_url(path)
+    if meant is not None and (writes or not glob.glob(resolved)):
+        msg = (f"{file}: {key} {path} looks like a URL missing '//' (did you mean {meant}?); "
+               "nothing was written")
+        raise InputError(msg)
+    return resolved
+
+
+def _local(path, base):
     p = Path(path).expanduser()
     return str(p if p.is_absolute() else (base / p))
 
@@ -291,16 +308,19 @@ def load_config(path):
     _check_extras(path, built)
     base = path.resolve().parent
     inp = built["input"]
-    paths = [_resolve(p, base) for p in ([inp.path] if inp.path else []) + list(inp.paths)]
+    key = "[input] path" if inp.path else "[input] paths"
+    paths = [_resolve(p, base, path, key) for p in ([inp.path] if inp.path else []) + list(inp.paths)]
     built["input"] = replace(inp, path=paths[0], paths=paths)
-    built["model"] = ModelConfig(**{**model.__dict__, "path": _resolve(model.path, base),
-                                    "boundary": _resolve(model.boundary, base),
+    built["model"] = ModelConfig(**{**model.__dict__,
+                                    "path": _resolve(model.path, base, path, "[model] path", True),
+                                    "boundary": _resolve(model.boundary, base, path, "[model] boundary"),
                                     "shrinkage": shrinkage_value(model.shrinkage)})
     if "output" in built:
         out = built["output"]
         given = out.inputs
-        built["output"] = replace(out, path=_resolve(out.path, base),
-                                  input=None if given is None else [_resolve(p, base) for p in given])
+        built["output"] = replace(out, path=_resolve(out.path, base, path, "[output] path", True),
+                                  input=None if given is None else
+                                  [_resolve(p, base, path, "[output] input") for p in given])
     return JobConfig(**built, source=str(path))
 
 

@@ -98,6 +98,7 @@ __all__ = [
     "is_local",
     "local_kind",
     "looks_like_output",
+    "misspelt_url",
     "model_exists",
     "model_lock",
     "normalise",
@@ -204,13 +205,29 @@ def check_writable_location(url: object, role: str = "output") -> None:
         msg = (f"the {role} {text} is in memory only and would be lost when the command "
                "ends; give a local path or a persistent URL (s3://, gs://, file://)")
         raise InputError(msg)
-    if is_local(text) and not text.startswith("file://"):
-        first = text.split("/", 1)[0].split(os.sep, 1)[0]
-        if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]+:.*", first) and not re.fullmatch(r"[A-Za-z]:.*", first):
-            scheme = first.split(":", 1)[0]
-            msg = (f"the {role} {text} looks like a URL missing '//' (did you mean "
-                   f"{scheme}://{text[len(scheme) + 1:].lstrip('/')}?); nothing was written")
-            raise InputError(msg)
+    meant = misspelt_url(text)
+    if meant is not None:
+        msg = (f"the {role} {text} looks like a URL missing '//' (did you mean "
+               f"{meant}?); nothing was written")
+        raise InputError(msg)
+
+
+def misspelt_url(text: str) -> str | None:
+    """The URL a local name that starts like one without its ``//`` meant; None for other names.
+
+    ``s3:/bucket/m`` and ``s3:bucket/m`` would be a local folder named ``s3:``
+    (a drive letter, ``C:``, is a name):
+
+    >>> misspelt_url("s3:/bucket/m"), misspelt_url("s3:bucket/m"), misspelt_url("data/m")
+    ('s3://bucket/m', 's3://bucket/m', None)
+    """
+    if not is_local(text) or text.startswith("file://"):
+        return None
+    first = text.split("/", 1)[0].split(os.sep, 1)[0]
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]+:.*", first) and not re.fullmatch(r"[A-Za-z]:.*", first):
+        scheme = first.split(":", 1)[0]
+        return f"{scheme}://{text[len(scheme) + 1:].lstrip('/')}"
+    return None
 
 
 def check_not_held(url: object, role: str = "output") -> None:

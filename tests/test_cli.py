@@ -189,6 +189,26 @@ def test_run_config_fit_then_update(batches, capsys):
     assert out["projection"].shape == (400, 2)
 
 
+@pytest.mark.parametrize(("section", "text", "meant"), [
+    ("model", "s3:/bucket/m", "s3://bucket/m"),
+    ("output", "s3:bucket/o.zarr", "s3://bucket/o.zarr"),
+    ("input", "s3:/bucket/day.zarr", "s3://bucket/day.zarr"),
+])
+def test_run_refuses_a_misspelt_url_in_the_config_as_the_command_line_does(
+        batches, capsys, section, text, meant):
+    # made relative to the config, "s3:/bucket/m" was a local folder named "s3:", written
+    d = batches[0]
+    paths = {"input": "A.zarr", "model": "model", "output": "o.zarr", section: text}
+    job = d / "job.toml"
+    job.write_text("".join(f'[{s}]\npath = "{p}"\n' for s, p in paths.items()))
+    before = sorted(os.listdir(d))
+    assert run("run", job, "--no-progress") == 2
+    line = one_error_line(capsys)
+    assert f"{job}: [{section}] path {text} looks like a URL missing '//'" in line
+    assert f"did you mean {meant}?" in line
+    assert sorted(os.listdir(d)) == before
+
+
 # ------------------------------------------------------------ crash safety
 KILL_DURING_UPDATE = """
 import sys, time

@@ -182,3 +182,16 @@ def test_bad_incremental_keys_name_the_key(tmp_path, text, message):
     with pytest.raises(InputError, match=message) as exc:
         check_config(load_config(path))
     assert str(exc.value).startswith(str(path))
+
+
+def test_a_misspelt_url_is_refused_but_a_local_name_given_as_such_is_read(tmp_path):
+    path = tmp_path / "j.toml"
+    path.write_text('[input]\npath = "d"\n[model]\npath = "m"\nboundary = "gs:b/coef.json"\n')
+    with pytest.raises(InputError, match=r"\[model\] boundary gs:b/coef.json .*did you mean gs://b/coef.json"):
+        load_config(path)
+    # an input of that name that exists is a local one; file:// says so anywhere
+    (tmp_path / "day:1.zarr").mkdir()
+    path.write_text('[input]\npaths = ["day:1.zarr"]\n[model]\npath = "file://s3:/m"\n')
+    config = load_config(path)
+    assert config.input.paths == [str(tmp_path / "day:1.zarr")]
+    assert config.model.path == f"file://{tmp_path / 's3:' / 'm'}"
