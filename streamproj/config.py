@@ -251,6 +251,10 @@ def _resolve(path, base, file, key, writes=False):
     """
     if path is None:
         return path
+    if "\0" in path:  # (os: "embedded null byte")
+        msg = (f"{file}: {key} {path!r} holds a NUL character (\\u0000), which no "
+               "file name can hold")
+        raise InputError(msg)
     scheme, sep, rest = path.partition("://")
     if sep and scheme in ("file", "local"):  # (a local name as written: file://s3:/x is local)
         return f"{scheme}://{_local(rest, base)}" if rest and not rest.startswith("/") else path
@@ -318,9 +322,10 @@ def load_config(path):
     if "output" in built:
         out = built["output"]
         given = out.inputs
+        given = None if given is None else [_resolve(p, base, path, "[output] input") for p in given]
+        # the inputs of [input] named again: the same as leaving the key out (one pass, nightly)
         built["output"] = replace(out, path=_resolve(out.path, base, path, "[output] path", True),
-                                  input=None if given is None else
-                                  [_resolve(p, base, path, "[output] input") for p in given])
+                                  input=None if given == paths else given)
     return JobConfig(**built, source=str(path))
 
 

@@ -1800,10 +1800,12 @@ def _check_job_paths(config):
     """No location of a job may overlap another it writes (named by config key)."""
     inp, mod, out = config.input, config.model, config.output
     with _context(config.source):
+        written = (("[model] path", mod.path), ("[output] path", out.path))
         store.check_disjoint(*[("[input] paths", p) for p in inp.paths],
-                             ("[model] boundary", mod.boundary),
-                             *[("[output] input", p) for p in (out.inputs or [])],
-                             ("[model] path", mod.path), ("[output] path", out.path))
+                             ("[model] boundary", mod.boundary), *written)
+        # (not against [input]: projecting the rows the model was fitted on is the default)
+        store.check_disjoint(*[("[output] input", p) for p in (out.inputs or [])],
+                             ("[model] boundary", mod.boundary), *written)
         # a glob over the inputs' folder may come to match what the job writes there
         for role, target in (("[model] path", mod.path), ("[output] path", out.path)):
             if target is None or not store.is_local(target):
@@ -1827,6 +1829,14 @@ def _check_job_paths(config):
                    'overwrite = true to write it afresh each run, or mode = "append" (or '
                    '"auto") to add each run\'s new rows')
             raise OutputExistsError(msg)
+
+
+def _check_output_inputs(config):
+    """Each ``[output] input`` exists, checked before the model step writes the model."""
+    for spec in config.output.inputs or []:
+        options = None if store.is_local(spec) else store.storage_options(spec)
+        with _context(f"{config.source}: [output] input"), _unreadable(spec):
+            sources.check_exists(spec, options)
 
 
 def _fit_params(model):
@@ -2027,6 +2037,7 @@ def run_job(config, progress=None, max_summary_memory=None):
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
     _check_job_paths(config)
+    _check_output_inputs(config)
     if out.path:  # before the model step: it commits the model, and OUT must follow
         store.check_output_reachable(out.path)
     if config.dask.slurm is not None and config.dask.scheduler is None:

@@ -64,7 +64,7 @@ from .validation import (
     text_labels_block,
 )
 
-__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "expand", "input_kind", "listing",
+__all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "check_exists", "expand", "input_kind", "listing",
            "listing_digest", "normalise_url", "open_source", "open_sources", "recorded_options"]
 
 KINDS = ("zarr", "parquet", "csv", "hdf5", "xarray")
@@ -451,6 +451,26 @@ def normalise_url(spec: str | os.PathLike, storage_options: dict | None = None) 
     base, _ = _split_inner(os.fspath(spec))
     fs, path = _fs(base, storage_options)
     return _normalise(fs, path)
+
+
+def check_exists(spec: str | os.PathLike, storage_options: dict | None = None) -> None:
+    """Refuse an input that is not there, as :func:`open_source` would; nothing is opened.
+
+    ``spec`` may be a pattern (it must match something) and name an HDF5
+    dataset after the file (``day.h5:/g/X``: the file must exist). A ``run``
+    checks this of its ``[output] input`` before the model step writes the model.
+
+    Raises
+    ------
+    InputError
+        ``no such input: …`` (or the pattern matches nothing).
+    """
+    for url in expand(spec, storage_options):
+        base, _ = _split_inner(url)
+        fs, path = _fs(base, storage_options)
+        if not fs.exists(path):
+            msg = f"no such input: {base}"
+            raise InputError(msg)
 
 
 def input_kind(spec: str | os.PathLike, storage_options: dict | None = None) -> str | None:

@@ -63,6 +63,9 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path):
         ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o.zarr"\ninput = []\n',
          r"\[output\] input is empty"),
         ('[input]\npath = "d"\nlabel = ""\n[model]\npath = "m"\n', r"\[input\] label is empty"),
+        # (os: "ValueError: embedded null byte", a traceback)
+        ('[input]\npath = "d"\n[model]\npath = "m\\u0000x"\n', r"\[model\] path 'm\\x00x' holds a NUL"),
+        ('[input]\npaths = ["d\\u0000"]\n[model]\npath = "m"\n', r"\[input\] paths 'd\\x00' holds a NUL"),
     ],
 )
 def test_bad_configs_name_the_key_and_file(tmp_path, text, message):

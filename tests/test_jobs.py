@@ -100,6 +100,40 @@ def test_a_job_refuses_a_foreign_output_before_it_writes_the_model(tmp_path):
     assert (home / "thesis" / "ch1.tex").read_text() == "years"
 
 
+def test_a_job_refuses_a_missing_output_input_before_it_writes_the_model(tmp_path):
+    # found only by the project step, after the model was written, and not named as the key
+    X, y = make_classes(n=200, p=3, seed=74)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
+    config = tmp_path / "job.toml"
+    config.write_text('[input]\npath = "d.zarr"\n[model]\npath = "m"\n'
+                      '[output]\npath = "o.zarr"\ninput = ["d.zarr", "missing.zarr"]\n')
+    from streamproj.config import load_config
+
+    with pytest.raises(sp.errors.InputError) as exc:
+        jobs.run_job(load_config(config))
+    assert str(exc.value) == f"{config}: [output] input: no such input: {tmp_path / 'missing.zarr'}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.zarr", "job.toml"]
+
+
+@pytest.mark.parametrize("given", ['"d-*.zarr"', '"d-1.zarr"', '["./d-0.zarr", "d-1.zarr"]'])
+def test_a_job_projects_an_output_input_that_names_what_it_fits(tmp_path, given):
+    # refused as an overlap of [input] and [output] input, though projecting the fitted rows
+    # is what the job does without the key
+    X, y = make_classes(n=400, p=3, seed=75)
+    write_zarr(tmp_path / "d-0.zarr", X[:200], y[:200], chunk_rows=50)
+    write_zarr(tmp_path / "d-1.zarr", X[200:], y[200:], chunk_rows=50)
+    config = tmp_path / "job.toml"
+    config.write_text('[input]\npaths = ["d-*.zarr"]\n[model]\npath = "m"\n'
+                      f'[output]\npath = "o.zarr"\ninput = {given}\n')
+    from streamproj.config import load_config
+
+    jobs.run_job(load_config(config))
+    rows = X[200:] if given == '"d-1.zarr"' else X
+    out = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
+    np.testing.assert_allclose(out["projection"][:], sp.load(tmp_path / "m").transform(rows),
+                               rtol=1e-10, atol=1e-12)
+
+
 def test_table_columns_are_matched_to_the_model_by_name_not_position(tmp_path):
     """A Parquet/CSV file with the model's columns in another order was read by position."""
     pd = pytest.importorskip("pandas")
