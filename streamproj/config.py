@@ -52,6 +52,7 @@ output. Example::
 """
 
 import glob
+import re
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
@@ -154,6 +155,7 @@ class JobConfig:
 
 
 _MODES = ("fit", "update", "auto")
+_VARIABLE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[^}]*\})")
 _OUTPUT_MODES = ("rewrite", "append", "auto")
 
 
@@ -255,12 +257,21 @@ def _resolve(path, base, file, key, writes=False):
         msg = (f"{file}: {key} {path!r} holds a NUL character (\\u0000), which no "
                "file name can hold")
         raise InputError(msg)
+    variable = _VARIABLE.search(path)
+    if variable:  # (a folder named '$HOME' was made next to the config)
+        msg = (f"{file}: {key} {path} names the environment variable {variable.group(0)}: "
+               "variables are not expanded in a config (~ is); write the path out")
+        raise InputError(msg)
     scheme, sep, rest = path.partition("://")
-    if sep and scheme in ("file", "local"):  # (a local name as written: file://s3:/x is local)
-        return f"{scheme}://{_local(rest, base)}" if rest and not rest.startswith("/") else path
-    if sep:
-        return path
-    resolved = _local(path, base)
+    try:
+        if sep and scheme in ("file", "local"):  # (a local name as written: file://s3:/x is local)
+            return f"{scheme}://{_local(rest, base)}" if rest and not rest.startswith("/") else path
+        if sep:
+            return path
+        resolved = _local(path, base)
+    except InputError as exc:  # ~nosuchuser
+        msg = f"{file}: {key}: {exc}"
+        raise InputError(msg) from None
     meant = store.misspelt_url(path)
     if meant is not None and (writes or not glob.glob(resolved)):
         msg = (f"{file}: {key} {path} looks like a URL missing '//' (did you mean {meant}?); "
@@ -270,7 +281,7 @@ def _resolve(path, base, file, key, writes=False):
 
 
 def _local(path, base):
-    p = Path(path).expanduser()
+    p = Path(store.expand_user(path))
     return str(p if p.is_absolute() else (base / p))
 
 

@@ -82,7 +82,7 @@ def check_demo_folder(directory):
     Anything else in DIR is left alone; DIR itself must not be a Zarr store.
     """
     store.check_writable_location(directory, "demo folder")
-    directory = Path(directory).expanduser()
+    directory = Path(store.expand_user(directory))
     if directory.exists() and not directory.is_dir():
         msg = f"demo {directory} is a file; give the demo a folder"
         raise OutputExistsError(msg)
@@ -133,8 +133,12 @@ def _is_demo_output(coords, data, model_dir):
     except (StreamprojError, OSError):
         return False
     made_by = meta.get("model_path")
-    return (_only_source(meta.get("sources"), data) and isinstance(made_by, str)
-            and Path(made_by).expanduser().resolve() == model_dir.resolve())
+    if not (_only_source(meta.get("sources"), data) and isinstance(made_by, str)):
+        return False
+    try:
+        return Path(store.expand_user(made_by)).resolve() == model_dir.resolve()
+    except StreamprojError:  # a recorded ~user that is no user here: not this folder's model
+        return False
 
 
 def _only_source(entries, data):
@@ -153,7 +157,7 @@ def run_demo(directory, n_rows=200_000, p=10, chunk_rows=50_000, seed=0, progres
     DIR is checked first (:func:`check_demo_folder`): nothing of the user's is replaced.
     """
     store.check_writable_location(directory, "demo folder")  # '' is no folder, not "here"
-    directory = Path(directory).expanduser()
+    directory = Path(store.expand_user(directory))
     with store.storage_errors(f"demo {directory}"):
         check_demo_folder(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -675,7 +675,7 @@ def _existing_model(model_path):
     never replaces it).
     """
     if store.is_local(model_path):
-        local = Path(str(model_path)).expanduser()
+        local = Path(store.expand_user(model_path))
         if not local.exists() or (local.is_dir() and not any(local.iterdir())):
             return False
     try:
@@ -1291,7 +1291,7 @@ def _old_prefix(old, model_path, model_ledgers, out_ledgers):
     spelled = [store.normalise(text)]
     if store.is_local(text):
         plain = text[len("file://"):] if text.startswith("file://") else text
-        spelled.append(os.path.abspath(os.path.expanduser(plain)))
+        spelled.append(os.path.abspath(store.expand_user(plain)))
     every = [e for held in [*model_ledgers, *(h for _, h in out_ledgers)] for e in held]
     for prefix in spelled:
         if any(ledger.relocated(e, prefix, prefix) is not None for e in every):
@@ -1477,12 +1477,12 @@ def _source_ranges(srcs, stamps, out_path):
 
 def _output_state(out):
     """The attributes and frame model of an existing output; None when nothing is there."""
-    if store.is_local(out) and not Path(str(out)).expanduser().exists():
+    if store.is_local(out) and not Path(store.expand_user(out)).exists():
         return None
     try:
         group = store.open_output(out, missing_ok=True)  # (None: nothing on an object store yet)
     except StreamprojError:
-        if store.is_local(out) and not any(Path(str(out)).expanduser().iterdir()):
+        if store.is_local(out) and not any(Path(store.expand_user(out)).iterdir()):
             return None  # an empty folder
         raise
     if group is None:
@@ -1810,9 +1810,9 @@ def _check_job_paths(config):
         for role, target in (("[model] path", mod.path), ("[output] path", out.path)):
             if target is None or not store.is_local(target):
                 continue
-            real = os.path.realpath(os.path.expanduser(str(target)))
+            real = os.path.realpath(store.expand_user(target))
             for pattern in [*inp.paths, *(out.inputs or [])]:
-                full = os.path.realpath(os.path.expanduser(str(pattern)))
+                full = os.path.realpath(store.expand_user(pattern))
                 if any(c in str(pattern) for c in "*?[") and fnmatch.fnmatch(real, full):
                     msg = (f"[input] paths pattern {pattern} matches the {role} {target}: a "
                            "later run would read it as an input; narrow the pattern or move it")

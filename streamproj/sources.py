@@ -316,7 +316,7 @@ def _fs(url, storage_options=None):
     from fsspec.core import url_to_fs
 
     if store.is_local(url):
-        path = os.path.realpath(os.path.expanduser(_strip_file(url)))
+        path = os.path.realpath(store.expand_user(_strip_file(url)))
         return url_to_fs(path)[0], path
     try:
         return url_to_fs(url, **(storage_options or {}))
@@ -431,7 +431,7 @@ def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
             found.add(_normalise(fs, path) + suffix)
             continue
         if store.is_local(base):
-            pattern = os.path.expanduser(_strip_file(base)).rstrip("/")
+            pattern = store.expand_user(_strip_file(base)).rstrip("/")
             if os.path.lexists(pattern):  # a name that exists as written: "day[1].zarr" is a name
                 found.add(os.path.realpath(pattern) + suffix)
                 continue

@@ -93,6 +93,7 @@ __all__ = [
     "check_output_reachable",
     "check_writable_location",
     "create_output_array",
+    "expand_user",
     "foreign_inside",
     "grow_output_array",
     "is_local",
@@ -152,9 +153,34 @@ def is_local(url):
     return "://" not in str(url) or str(url).startswith("file://")
 
 
+def expand_user(path: object) -> str:
+    """A local path with a leading ``~`` or ``~user`` expanded; one that cannot be is refused.
+
+    ``Path.expanduser`` raised RuntimeError there (a traceback) and
+    ``os.path.expanduser`` leaves it as written (a folder named ``~nosuchuser``
+    made in the working folder); every local path streamproj reads or writes
+    is expanded here.
+
+    Raises
+    ------
+    InputError
+        No such user, or (a plain ``~``) no home folder.
+    """
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    if not text.startswith("~"):
+        return text
+    expanded = os.path.expanduser(text)
+    if expanded == text:
+        user = re.split(r"[/\\]", text, maxsplit=1)[0][1:]
+        why = f"there is no user {user!r}" if user else "there is no home folder (HOME is not set)"
+        msg = f"cannot expand ~{user} in {text}: {why}; give the full path"
+        raise InputError(msg)
+    return expanded
+
+
 def _local_path(url):
     url = str(url)
-    return Path(url[len("file://") :] if url.startswith("file://") else url).expanduser()
+    return Path(expand_user(url[len("file://") :] if url.startswith("file://") else url))
 
 
 def _real(url):

@@ -209,6 +209,31 @@ def test_run_refuses_a_misspelt_url_in_the_config_as_the_command_line_does(
     assert sorted(os.listdir(d)) == before
 
 
+NO_USER = "~streamproj-no-such-user"
+
+
+@pytest.mark.parametrize("argv", [
+    ["fit", "A.zarr", "--model", f"{NO_USER}/m", "--no-progress"],
+    ["fit", f"{NO_USER}/A.zarr", "--model", "m2", "--no-progress"],
+    ["project", "m", "A.zarr", "--output", f"{NO_USER}/o.zarr", "--no-progress"],
+    ["plot", "o.zarr", "--output", f"{NO_USER}/f.png"],
+    ["info", f"{NO_USER}/m"],
+])
+def test_a_path_in_an_unknown_users_home_is_refused_in_one_line(batches, capsys, monkeypatch, argv):
+    # Path.expanduser's "RuntimeError: Could not determine home directory", a traceback
+    d = batches[0]
+    monkeypatch.chdir(d)
+    assert run("fit", "A.zarr", "--model", "m", "--no-progress") == 0
+    assert run("project", "m", "A.zarr", "--output", "o.zarr", "--no-progress") == 0
+    capsys.readouterr()
+    before = sorted(os.listdir(d))
+    assert run(*argv) == 2
+    line = one_error_line(capsys)
+    assert f"cannot expand {NO_USER} in {NO_USER}/" in line
+    assert f"there is no user '{NO_USER[1:]}'" in line
+    assert sorted(os.listdir(d)) == before
+
+
 # ------------------------------------------------------------ crash safety
 KILL_DURING_UPDATE = """
 import sys, time

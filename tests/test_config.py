@@ -66,6 +66,14 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path):
         # (os: "ValueError: embedded null byte", a traceback)
         ('[input]\npath = "d"\n[model]\npath = "m\\u0000x"\n', r"\[model\] path 'm\\x00x' holds a NUL"),
         ('[input]\npaths = ["d\\u0000"]\n[model]\npath = "m"\n', r"\[input\] paths 'd\\x00' holds a NUL"),
+        ('[input]\npath = "d"\n[model]\npath = "~streamproj-no-such-user/m"\n',
+         r"\[model\] path: cannot expand ~streamproj-no-such-user in ~streamproj-no-such-user/m: "
+         "there is no user"),
+        # (not expanded: a folder named "$HOME" was made next to the config)
+        ('[input]\npath = "d"\n[model]\npath = "$HOME/m"\n',
+         r"\[model\] path \$HOME/m names the environment variable \$HOME: variables are not expanded"),
+        ('[input]\npaths = ["${DATA}/d-*.zarr"]\n[model]\npath = "m"\n',
+         r"\[input\] paths \$\{DATA\}/d-\*.zarr names the environment variable \$\{DATA\}"),
     ],
 )
 def test_bad_configs_name_the_key_and_file(tmp_path, text, message):

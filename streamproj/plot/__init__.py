@@ -336,7 +336,7 @@ def check_figure(figure, out, model_path=None):
     for role, url in recorded:  # the figure against each (they may be the --model itself)
         store.check_disjoint(("figure", figure), (role, url), held=False)
     store.check_not_held(figure, "figure")  # (last: the overlaps above name both places)
-    path = Path(figure).expanduser()
+    path = Path(store.expand_user(figure))
     if path.is_dir():
         msg = f"plot --output {figure} is a folder; give a file name such as {path / 'plot.png'}"
         raise OutputExistsError(msg)
