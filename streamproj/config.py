@@ -286,7 +286,7 @@ def _local(path, base):
 
 
 def load_config(path):
-    """Read and validate a job config. Relative paths are relative to the config file."""
+    """Read and validate a job config. Relative paths are relative to the config file's folder as named."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
@@ -321,7 +321,9 @@ def load_config(path):
         msg = f"{path}: [dask] timeout must be a positive number of seconds; got {built['dask'].timeout!r}"
         raise InputError(msg)
     _check_extras(path, built)
-    base = path.resolve().parent
+    # the folder the config was named in: a link to it reads and writes beside the link, not
+    # beside its target (absolute, not resolved; '..' is left to the OS, as when it was read)
+    base = path.absolute().parent
     inp = built["input"]
     key = "[input] path" if inp.path else "[input] paths"
     paths = [_resolve(p, base, path, key) for p in ([inp.path] if inp.path else []) + list(inp.paths)]

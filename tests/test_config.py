@@ -38,6 +38,17 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path):
     assert config.model.path == f"local://{tmp_path / 'jobs' / 'm'}"
 
 
+def test_relative_paths_of_a_linked_config_are_beside_the_link_not_its_target(tmp_path):
+    # resolved from the link's target's folder: the job read and wrote in another directory
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "dotfiles").mkdir()
+    (tmp_path / "dotfiles" / "j.toml").write_text('[input]\npath = "d.zarr"\n[model]\npath = "m"\n')
+    (tmp_path / "jobs" / "j.toml").symlink_to(tmp_path / "dotfiles" / "j.toml")
+    config = load_config(tmp_path / "jobs" / "j.toml")
+    assert config.input.path == str(tmp_path / "jobs" / "d.zarr")
+    assert config.model.path == str(tmp_path / "jobs" / "m")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
