@@ -1447,6 +1447,10 @@ def write_bytes(url, data):
         msg = (f"{url} is not a regular file (a device, FIFO, socket or folder); it was left "
                "untouched: choose another file name")
         raise OutputExistsError(msg)
+    if dest.exists() and not dest.stat().st_mode & 0o222:  # (a rename would pass over it)
+        msg = (f"{url} is read-only (mode {stat.filemode(dest.stat().st_mode)}); it was left "
+               "untouched: make it writable to replace it, or choose another file name")
+        raise OutputExistsError(msg)
     with storage_errors(str(url)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         mode = stat.S_IMODE(dest.stat().st_mode) if dest.exists() else None

@@ -1120,6 +1120,15 @@ def test_plot_leaves_a_device_a_fifo_and_a_linked_empty_file_alone(projected, ca
     with pytest.raises(OutputExistsError, match="is not a regular file"):
         store.write_bytes(devs / "fifo", b"x")
     assert stat.S_ISFIFO((devs / "fifo").stat().st_mode)
+    # a figure made read-only is kept as such (a rename would have passed over its mode)
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "kept.png")]) == 0
+    kept = (d / "kept.png").read_bytes()
+    os.chmod(d / "kept.png", 0o444)
+    capsys.readouterr()
+    assert main(["plot", str(d / "o.zarr"), "--output", str(d / "kept.png"), "--size",
+                 "900x700"]) == 2
+    assert "kept.png is read-only (mode -r--r--r--); it was left untouched" in one_error_line(capsys)
+    assert (d / "kept.png").read_bytes() == kept
     # an empty file of its own (say tempfile's) is still a place for a figure
     (d / "empty.png").touch()
     assert main(["plot", str(d / "o.zarr"), "--output", str(d / "empty.png")]) == 0
