@@ -702,17 +702,21 @@ def _label_csv(path, labels):
         path, index=False)
 
 
+def _labels_kept_as_written(path, labels, chunk_rows):
+    """A CSV of ``labels`` reads them as text as written, and a fit has one class per spelling."""
+    _label_csv(path, labels)
+    src = sources.open_source(path, label="label", chunk_rows=chunk_rows)
+    assert src.y.dtype == object
+    assert src.y.compute().tolist() == labels.tolist()
+    assert main(["fit", str(path), "--label", "label", "--model", str(path.with_suffix(".m"))]) == 0
+    assert sp.load(path.with_suffix(".m")).classes_.tolist() == sorted(set(labels))
+
+
 def test_csv_labels_spelled_like_one_number_are_not_one_class(tmp_path, capsys):
     """Labels 007, 7 and 8 were read as the integers 7, 7 and 8: two classes, exit 0."""
     rng = np.random.default_rng(4)
     codes = np.array(["007", "7", "8"], dtype=object)[rng.integers(0, 3, 600)]
-    _label_csv(tmp_path / "codes.csv", codes)
-    src = sources.open_source(tmp_path / "codes.csv", label="label", chunk_rows=100)
-    assert src.y.dtype == object
-    assert src.y.compute().tolist() == codes.tolist()
-    assert main(["fit", str(tmp_path / "codes.csv"), "--label", "label",
-                 "--model", str(tmp_path / "m")]) == 0
-    assert sp.load(tmp_path / "m").classes_.tolist() == ["007", "7", "8"]
+    _labels_kept_as_written(tmp_path / "codes.csv", codes, 100)
     # labels written plainly keep their types: int64, uint64, bool, float64
     for labels, want in ((["0", "1", "-12"], np.array([0, 1, -12])),
                          (["18446744073709551615", "1"], np.array([2**64 - 1, 1], dtype=np.uint64)),
@@ -754,13 +758,7 @@ def test_csv_class_names_pandas_reads_as_missing_are_labels(tmp_path, capsys):
     rng = np.random.default_rng(6)
     names = np.array(["NA", "EU", "None", "null", "nan", "N/A"], dtype=object)
     regions = names[rng.integers(0, len(names), 3000)]
-    _label_csv(tmp_path / "r.csv", regions)
-    src = sources.open_source(tmp_path / "r.csv", label="label", chunk_rows=200)
-    assert src.y.dtype == object
-    assert src.y.compute().tolist() == regions.tolist()
-    assert main(["fit", str(tmp_path / "r.csv"), "--label", "label",
-                 "--model", str(tmp_path / "m")]) == 0
-    assert sp.load(tmp_path / "m").classes_.tolist() == sorted(names)
+    _labels_kept_as_written(tmp_path / "r.csv", regions, 200)
     # an empty field is still a missing label, in any block; features read "NA" as missing still
     for at in (3, 2500):
         lines = (tmp_path / "r.csv").read_text().splitlines()
