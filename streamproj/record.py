@@ -131,8 +131,13 @@ class ModelRecord:
         if arrays["center"].shape != (p,):
             return (f"solution.npz's 'center' has shape {arrays['center'].shape}; stats.npz "
                     f"summarises {p} features, so it must be ({p},)")
-        rows = 1 if k <= 2 or isinstance(boundary, dict) else k
-        for name, shape in (("coef", (rows, p)), ("intercept", (rows,))):
+        # one row for two classes, K for K > 2; a given boundary has its classifier's rows (one,
+        # or one per class of the summary or of the solution's classes)
+        given_rows = [1, k, int(np.asarray(solution["classes"]).shape[0])]
+        rows = given_rows if isinstance(boundary, dict) else [1] if k <= 2 else [k]
+        if arrays["coef"].shape[0] in rows:
+            rows = [arrays["coef"].shape[0]]
+        for name, shape in (("coef", (rows[0], p)), ("intercept", (rows[0],))):
             if arrays[name].shape != shape:
                 return (f"solution.npz's {name!r} has shape {arrays[name].shape}; stats.npz "
                         f"summarises {k} classes and {p} features, so it must be {shape}")

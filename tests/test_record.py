@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import zarr
 from conftest import make_classes, write_zarr
+from sklearn.linear_model import LogisticRegression
 
 import streamproj as sp
 from streamproj import jobs, store
@@ -179,6 +180,9 @@ def test_records_of_every_kind_of_fit_are_consistent():
         sp.BoundaryProjector(boundary={"coef": np.ones(4), "intercept": 0.5,
                                        "classes": np.array(["b", "a"])}).fit(X, names),
         sp.BoundaryProjector().fit(X, names.astype("S")),
+        # a given boundary of K rows (a K-class classifier's), K = 3: it was refused as damaged
+        sp.BoundaryProjector(boundary=LogisticRegression().fit(X, y)).fit(X, y),
+        sp.BoundaryProjector(keep_class_scatter=True).fit(X, y),
     ]
     for model in models:
         assert model.to_state().fault() is None, model
