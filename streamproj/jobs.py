@@ -1054,8 +1054,7 @@ def merge_models(model_path, others):
         totals: list[ClassStats] = []
         reports: list[dict] = []
         mine_params = BoundaryProjector.from_state(record).get_params()
-        for other, ometa, ostats, osummaries, oparams in loaded:
-            _say_other_params(other, oparams, model_path, mine_params)
+        for other, ometa, ostats, osummaries, _ in loaded:
             if ostats.n_features != stats.n_features:
                 msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "
                        f"on {stats.n_features}; only models of the same features merge")
@@ -1096,6 +1095,8 @@ def merge_models(model_path, others):
             reports.append({"model": str(other), "model_id": ometa.get("model_id"),
                             "version": ometa.get("version"), "rows_merged": ostats.n_samples,
                             "sources": [e["url"] for e in ometa.get("sources", [])]})
+        for other, *_, oparams in loaded:  # (once every model is accepted)
+            _say_other_params(other, oparams, model_path, mine_params)
         old = BoundaryProjector.from_state(record)
         new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):
@@ -1126,17 +1127,30 @@ def _say_other_params(other, theirs, model_path, mine):
     quiet = ("progress", "chunk_rows", "max_summary_memory")
     differ = [k for k in sorted(mine) if k not in quiet and not _same_param(theirs.get(k), mine[k])]
     if differ:
-        shown = ", ".join(f"{k}={theirs.get(k)!r} (here {mine[k]!r})" for k in differ)
+        shown = ", ".join(f"{k}={_short_repr(theirs.get(k))} (here {_short_repr(mine[k])})"
+                          for k in differ)
         msg = (f"model {other} was fitted with {shown}; its summaries merge exactly, and the "
                f"merged model is solved with {model_path}'s parameters")
         warnings.warn(msg, StreamprojWarning, stacklevel=3)
 
 
+def _short_repr(value, most=60):
+    text = " ".join(repr(value).split())  # (a boundary's arrays print over lines)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 def _same_param(a, b):
+    """Parameters equal as values (a boundary is a table of arrays and labels)."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+                and all(_same_param(a[k], b[k]) for k in a))
+    if a is None or b is None or isinstance(a, str) or isinstance(b, str):
+        return a is b or (type(a) is type(b) and a == b)
     try:
-        return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
+        x, y = np.asarray(a), np.asarray(b)
+        return x.shape == y.shape and bool(np.array_equal(x, y))
     except (TypeError, ValueError):
-        return a == b
+        return False
 
 
 # --------------------------------------------------------------- relocate

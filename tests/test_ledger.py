@@ -197,6 +197,20 @@ def test_a_merge_says_when_the_other_models_parameters_are_not_the_merged_ones(d
         warnings.simplefilter("error")  # the same parameters: nothing said
         jobs.merge_models(d / "a", [d / "c"])
     assert_fit_on(d / "a", X[rows(0, 1, 2)], y[rows(0, 1, 2)])
+    # models given the same boundary merge without a word (comparing the boundaries' arrays
+    # raised "truth value of an array is ambiguous": a traceback); another boundary is said
+    import json
+
+    (d / "b.json").write_text(json.dumps({"coef": [[1, 0, 0, 0, 0]], "intercept": [0.0]}))
+    (d / "b2.json").write_text(json.dumps({"coef": [[0, 1, 0, 0, 0]], "intercept": [0.5]}))
+    for name, day, file in (("g", 3, "b.json"), ("h", 4, "b.json"), ("i", 0, "b2.json")):
+        assert main(["fit", str(d / f"day-{day}.zarr"), "--model", str(d / name),
+                     "--boundary", str(d / file)]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jobs.merge_models(d / "g", [d / "h"])
+    with pytest.warns(sp.StreamprojWarning, match=r"was fitted with boundary=\{'coef': "):
+        jobs.merge_models(d / "g", [d / "i"])
 
 
 def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp_path):
