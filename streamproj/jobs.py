@@ -583,6 +583,7 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
     store.check_disjoint(*[("input", _location(s)) for s in srcs],
                          ("boundary file", _boundary_file(params)), ("model", model_path))
+    store.check_not_held(model_path, "model")  # (a new model: not inside another's folders)
     with store.model_lock(model_path):
         existing = _existing_model(model_path)
         if existing is not False and not overwrite:
@@ -1817,6 +1818,8 @@ def _check_job_paths(config):
         written = (("[model] path", mod.path), ("[output] path", out.path))
         store.check_disjoint(*[("[input] paths", p) for p in inp.paths],
                              ("[model] boundary", mod.boundary), *written)
+        if mod.path is not None:  # (the output's is checked above)
+            store.check_not_held(mod.path, "[model] path")
         # (not against [input]: projecting the rows the model was fitted on is the default)
         store.check_disjoint(*[("[output] input", p) for p in (out.inputs or [])],
                              ("[model] boundary", mod.boundary), *written)

@@ -257,23 +257,26 @@ def misspelt_url(text: str) -> str | None:
 
 
 def check_not_held(url: object, role: str = "output") -> None:
-    """Refuse a local place to write inside a model or a Zarr store (see :func:`_holder_above`)."""
+    """Refuse a local place to write inside a model, an output or an array (:func:`_holder_above`)."""
     holder = _holder_above(url) if is_local(url) else None
     if holder is not None:
         kind, where = holder
-        fate = ("the model's next updates remove its old versions, and anything in them"
-                if kind == "model" else "its next write refuses, or replaces, what it did "
-                "not put there")
+        fate = {"model": "the model's next updates remove its old versions, and anything in them",
+                "streamproj output": "its next --append or --overwrite refuses what it did not "
+                                     "write",
+                "Zarr array": "an array's folder holds its chunks alone"}[kind]
         msg = f"the {role} {url} is inside the {kind} {where} ({fate}); choose a place outside it"
         raise InputError(msg)
 
 
 def _holder_above(url):
-    """``(kind, folder)`` of the nearest folder above ``url`` that is a model or a Zarr store, or None.
+    """``(kind, folder)`` of the nearest folder above ``url`` that nothing else may be written in.
 
     By the path as given and with links resolved: a model directory (its
-    ``CURRENT`` and a ``vNNNNNN`` version) or a Zarr group or array (its
-    ``zarr.json``, or v2's ``.zgroup``/``.zarray``).
+    ``CURRENT`` and a ``vNNNNNN`` version), a streamproj output (a Zarr group
+    with streamproj's attributes), or a Zarr array. A plain Zarr group holds
+    whatever its user puts there (outputs as child groups of a project's
+    store among them), so it is no holder. None when there is none.
     """
     given = Path(os.path.abspath(_local_path(url)))
     seen: set[Path] = set()
@@ -286,9 +289,17 @@ def _holder_above(url):
                 if (folder / "CURRENT").is_file() and any(
                         _VERSION.match(e.name) and e.is_dir() for e in folder.iterdir()):
                     return "model", folder
-                if any((folder / name).is_file() for name in ("zarr.json", ".zgroup", ".zarray")):
-                    return "Zarr store", folder
-            except OSError:  # (a folder that cannot be listed holds nothing of ours)
+                if (folder / ".zarray").is_file():
+                    return "Zarr array", folder
+                meta = folder / "zarr.json"
+                if meta.is_file():
+                    node = json.loads(meta.read_bytes())
+                    if isinstance(node, dict) and node.get("node_type") == "array":
+                        return "Zarr array", folder
+                    attrs = node.get("attributes") if isinstance(node, dict) else None
+                    if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
+                        return "streamproj output", folder
+            except (OSError, ValueError):  # (unreadable: holds nothing we know of)
                 continue
     return None
 
@@ -301,9 +312,10 @@ def check_disjoint(*named: tuple[str, object], held: bool = True) -> None:
     named : (str, str or None)
         ``(role, location)`` pairs, e.g. ``("input", "data.zarr")``; None is skipped.
     held : bool
-        Also refuse a place to write (model, output, figure) inside a model or
-        a Zarr store not named (:func:`check_not_held`); a caller with more
-        places to compare first passes False and calls that itself.
+        Also refuse an output or a figure inside a model, a streamproj output
+        or a Zarr array (:func:`check_not_held`; a model is read as often as
+        written, so its writers call that themselves); a caller with more
+        places to compare first passes False and calls it itself.
     """
     given = [(role, url) for role, url in named if url is not None]
     for role, url in given:
@@ -318,7 +330,7 @@ def check_disjoint(*named: tuple[str, object], held: bool = True) -> None:
                        f"(choose another {role_b if role_b in ('output', 'model') else role_a})")
                 raise InputError(msg)
     for role, url in given if held else ():  # (after the overlaps, which name both places)
-        if role in ("model", "output", "figure"):
+        if role in ("output", "figure") or role.startswith("[output] path"):
             check_not_held(url, role)
 
 

@@ -641,7 +641,7 @@ def test_plot_never_writes_into_the_model_or_inputs_its_output_came_from(setup, 
 def test_nothing_is_written_inside_another_model_or_zarr_store(setup, capsys, tmp_path):
     # an output and a figure inside a model's version folder were accepted, and the model's
     # second update after removed that folder with them; a figure inside another output made
-    # its next --append refuse it; a model was written inside a data store
+    # its next --append refuse it
     d, X, y = setup
     write_zarr(d / "e.zarr", X[:150], y[:150], chunk_rows=100)
     assert run("fit", d / "e.zarr", "--model", d / "m2") == 0
@@ -653,20 +653,25 @@ def test_nothing_is_written_inside_another_model_or_zarr_store(setup, capsys, tm
         (("plot", d / "o2.zarr", "--output", d / "m" / "v000001" / "fig.png"),
          f"is inside the model {d / 'm'}"),
         (("plot", d / "o2.zarr", "--output", d / "o.zarr" / "fig.png"),
-         f"is inside the Zarr store {d / 'o.zarr'} (its next write refuses"),
-        (("fit", d / "e.zarr", "--model", d / "d.zarr" / "model"),
-         f"the model {d / 'd.zarr' / 'model'} is inside the Zarr store {d / 'd.zarr'}"),
-        (("project", d / "m2", d / "e.zarr", "--output", d / "d.zarr" / "deep" / "p.zarr"),
-         f"is inside the Zarr store {d / 'd.zarr'}"),
+         f"is inside the streamproj output {d / 'o.zarr'} (its next --append or --overwrite "
+         "refuses"),
+        (("fit", d / "e.zarr", "--model", d / "m" / "v000001" / "model"),
+         f"the model {d / 'm' / 'v000001' / 'model'} is inside the model {d / 'm'}"),
+        (("project", d / "m2", d / "e.zarr", "--output", d / "d.zarr" / "X" / "p.zarr"),
+         f"is inside the Zarr array {d / 'd.zarr' / 'X'}"),
     ]
     (d / "link").symlink_to(d / "m")  # the same model by another name
     cases.append((("plot", d / "o2.zarr", "--output", d / "link" / "v000001" / "f.png"),
                   f"is inside the model {d / 'link'}"))
     for argv, match in cases:
         refused(capsys, d, *argv, match=match)
-    # beside them, and in a plain folder next to them: as before
+    # beside them, in a plain folder next to them, and in a user's own Zarr group (a project's
+    # store holding outputs as child groups, a model beside its data): as before
     assert run("plot", d / "o2.zarr", "--output", d / "figs" / "f.png") == 0
     assert run("project", d / "m2", d / "e.zarr", "--output", d / "outs" / "p.zarr") == 0
+    assert run("project", d / "m2", d / "e.zarr", "--output", d / "d.zarr" / "p.zarr") == 0
+    assert run("fit", d / "e.zarr", "--model", d / "d.zarr" / "model") == 0
+    assert run("project", d / "d.zarr" / "model", d / "e.zarr", "--output", d / "o3.zarr") == 0
 
 
 def test_a_damaged_array_zarr_json_is_one_line_naming_it(setup, capsys):
