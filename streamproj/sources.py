@@ -1258,9 +1258,14 @@ def _check_csv_header(where, head_bytes, features, label, hint=_FEATURES_HINT):
 _EXTRA = "\x00streamproj: a field past the header's"
 # only an empty field is missing (pandas applies it to every column read: the label's alone)
 _AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}
-# numbers as pandas and numpy write them: no leading zero, + sign or space
-_PLAIN_INTEGER = r"0|-?[1-9][0-9]*"
-_PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
+# numbers one way only: a sign and spaces around are allowed (libsvm's +1/-1, ", "-separated
+# files), leading zeros are not ("007" beside "7" would be one class)
+_PLAIN_INTEGER = r"\s*[-+]?(0|[1-9][0-9]*)\s*"
+_PLAIN_NUMBER = r"\s*[-+]?((0|[1-9][0-9]*)(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*"
+# what pandas reads as missing: among number labels a missing label, among text a class name
+_MISSING_WORDS = frozenset({"#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+                            "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None",
+                            "n/a", "nan", "null"})
 
 
 def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=False, offset=0,
@@ -1363,6 +1368,7 @@ def _csv_label_dtype(texts):
     anything else is text, each spelling its own class: "007" beside "7" (one
     integer), or "NA" (a missing value to pandas), are labels as written.
     """
+    texts = texts[~texts.isin(_MISSING_WORDS)]  # (missing labels among numbers: refused later)
     if texts.empty:
         return np.dtype(object)
     if texts.isin(list(_BOOLEANS)).all():
@@ -1377,8 +1383,9 @@ def _number_labels(texts, dtype):
     """Labels as numbers of ``dtype``, and the first one no plain number of it (None if none).
 
     ``texts`` is a pandas Series of text, none missing. A text is refused that
-    ``dtype`` reads, but not as written ("007", "+7", " 7", a 17-digit integer
-    as float64): beside "7" it would become one class.
+    ``dtype`` reads, but that another spelling of the same number could
+    stand beside ("007", or a 17-digit integer as float64): beside "7" it
+    would become one class. A sign and spaces around are allowed.
     """
     plain = texts.str.fullmatch(_PLAIN_INTEGER if dtype.kind in "iu" else _PLAIN_NUMBER)
     bad = np.flatnonzero(~plain.to_numpy(dtype=bool))
@@ -1400,6 +1407,7 @@ def _number_labels(texts, dtype):
 
 def _parsed(texts, dtype):
     """Plain numbers (a pandas Series of text) as a numpy array of ``dtype``."""
+    texts = texts.str.strip().str.removeprefix("+")  # (" 1", "+1": Arrow reads neither)
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -1416,6 +1424,11 @@ def _typed_csv_labels(texts, where, label, offset, dtype):
     """
     if dtype.kind == "O":
         return texts.to_numpy(dtype=object)
+    missing = np.flatnonzero(texts.isin(_MISSING_WORDS).to_numpy())
+    if missing.size:  # "NA" among integers is R's missing value, not a class
+        msg = (f"{where}: the label {label!r} is missing at row {offset + int(missing[0])} "
+               f"({texts.iloc[missing[0]]!r} among {dtype} labels); every row needs a label")
+        raise InputError(msg)
     if dtype.kind == "b":
         if not texts.isin(list(_BOOLEANS)).all():  # (names the row of the first other word)
             return _text_booleans(texts.to_numpy(dtype=object), where, label, offset)

@@ -728,7 +728,7 @@ def test_csv_labels_spelled_like_one_number_are_not_one_class(tmp_path, capsys):
         assert y.compute().dtype == want.dtype
         np.testing.assert_array_equal(y.compute(), np.tile(want, 100))
     # the first rows set the type; a later block that spells a number otherwise is refused
-    for odd, kind in (("007", "int64"), (" 7", "int64"), ("+7", "int64"), ("-0", "int64")):
+    for odd, kind in (("007", "int64"), ("-07", "int64")):
         _label_csv(tmp_path / "late.csv", ["1", "2", "7", "0"] * 500 + [odd] + ["1"] * 10)
         src = sources.open_source(tmp_path / "late.csv", label="label", chunk_rows=100)
         assert src.y.dtype == np.int64
@@ -738,6 +738,18 @@ def test_csv_labels_spelled_like_one_number_are_not_one_class(tmp_path, capsys):
                                              rf"labels are read as {kind} .* both spellings would "
                                              "be one class"):
             src.y.compute()
+    # a sign and spaces around a number are one spelling of it (libsvm's +1/-1, ", " files),
+    # and R's NA among integers is a missing label, as before
+    for labels, want in ((["+1", "-1"], [1, -1]), ([" 1", " 0 "], [1, 0]), ([".5", "1."], [0.5, 1.0])):
+        _label_csv(tmp_path / "signs.csv", labels * 100)
+        y = sources.open_source(tmp_path / "signs.csv", label="label").y
+        assert y.dtype.kind in "if"
+        np.testing.assert_array_equal(y.compute(), np.tile(want, 100))
+    _label_csv(tmp_path / "r.csv", ["0", "1", "1", "NA"] + ["1"] * 40)
+    assert main(["fit", str(tmp_path / "r.csv"), "--label", "label",
+                 "--model", str(tmp_path / "m3")]) == 2
+    assert ("the label 'label' is missing at row 3 ('NA' among int64 labels)"
+            in one_error_line(capsys))
     _label_csv(tmp_path / "late.csv", ["1.5", "2"] * 500 + ["007"])
     with pytest.raises(InputError, match=r"row 1000 is written '007', which reads as '7\.0'"):
         sources.open_source(tmp_path / "late.csv", label="label", chunk_rows=100).y.compute()
@@ -769,11 +781,11 @@ def test_csv_class_names_pandas_reads_as_missing_are_labels(tmp_path, capsys):
         with pytest.raises(InputError, match=rf"e\.csv: the label 'label' is missing at row {at}; "
                                              "every row needs a label"):
             src.y.compute()
-    # among integers, a later "NA" is a label of another type, named as written
+    # among integers, a later "NA" is a missing label (R's), named as written
     _label_csv(tmp_path / "n.csv", ["0", "1"] * 600 + ["NA"])
     assert main(["fit", str(tmp_path / "n.csv"), "--label", "label",
                  "--model", str(tmp_path / "m2")]) == 2
-    assert ("n.csv: the label 'label' is 'NA' at row 1200, but the labels before it are int64"
+    assert ("n.csv: the label 'label' is missing at row 1200 ('NA' among int64 labels)"
             in one_error_line(capsys))
 
 
