@@ -52,6 +52,7 @@ output. Example::
 """
 
 import glob
+import os
 import re
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -257,8 +258,11 @@ def _resolve(path, base, file, key, writes=False):
         msg = (f"{file}: {key} {path!r} holds a NUL character (\\u0000), which no "
                "file name can hold")
         raise InputError(msg)
-    variable = _VARIABLE.search(path)
-    if variable:  # (a folder named '$HOME' was made next to the config)
+    # ${NAME}, or $NAME where NAME is set (a folder named '$HOME' was made next to the config);
+    # an unset $NAME is a name as written ($RECYCLE.BIN, an object key with a $ in it)
+    variable = next((m for m in _VARIABLE.finditer(path)
+                     if m.group(0).startswith("${") or m.group(0)[1:] in os.environ), None)
+    if variable:
         msg = (f"{file}: {key} {path} names the environment variable {variable.group(0)}: "
                "variables are not expanded in a config (~ is); write the path out")
         raise InputError(msg)

@@ -217,3 +217,14 @@ def test_a_misspelt_url_is_refused_but_a_local_name_given_as_such_is_read(tmp_pa
     config = load_config(path)
     assert config.input.paths == [str(tmp_path / "day:1.zarr")]
     assert config.model.path == f"file://{tmp_path / 's3:' / 'm'}"
+
+
+def test_a_dollar_that_names_no_set_variable_is_part_of_the_name(tmp_path, monkeypatch):
+    # $RECYCLE.BIN, or an object key with a $ in it, was refused as an environment variable
+    monkeypatch.delenv("STREAMPROJ_NO_SUCH_VARIABLE", raising=False)
+    path = tmp_path / "job.toml"
+    path.write_text('[input]\npath = "d"\n[model]\npath = "$STREAMPROJ_NO_SUCH_VARIABLE/m"\n')
+    assert load_config(path).model.path == str(tmp_path / "$STREAMPROJ_NO_SUCH_VARIABLE" / "m")
+    monkeypatch.setenv("STREAMPROJ_NO_SUCH_VARIABLE", "x")  # set: meant as a variable, refused
+    with pytest.raises(InputError, match="names the environment variable"):
+        load_config(path)
