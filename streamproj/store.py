@@ -172,6 +172,8 @@ def expand_user(path: object) -> str:
     expanded = os.path.expanduser(text)
     if expanded == text:
         user = re.split(r"[/\\]", text, maxsplit=1)[0][1:]
+        if user and os.path.lexists(re.split(r"[/\\]", text, maxsplit=1)[0]):
+            return text  # a folder of that name here ("~tmp"): read as it is named
         why = f"there is no user {user!r}" if user else "there is no home folder (HOME is not set)"
         msg = f"cannot expand ~{user} in {text}: {why}; give the full path"
         raise InputError(msg)

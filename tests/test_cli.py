@@ -234,6 +234,17 @@ def test_a_path_in_an_unknown_users_home_is_refused_in_one_line(batches, capsys,
     assert sorted(os.listdir(d)) == before
 
 
+def test_a_folder_named_like_a_home_that_is_here_is_read_as_named(batches, monkeypatch):
+    # ~tmp (no such user) was read before home paths were checked; a folder of that name here
+    # still is, where no user has it
+    import shutil
+
+    d = batches[0]
+    monkeypatch.chdir(d)
+    shutil.copytree(d / "A.zarr", d / f"{NO_USER}data")
+    assert run("fit", f"{NO_USER}data", "--model", "m", "--no-progress") == 0
+
+
 # ------------------------------------------------------------ crash safety
 KILL_DURING_UPDATE = """
 import sys, time
