@@ -1054,7 +1054,7 @@ def merge_models(model_path, others):
         added: list[dict] = []
         totals: list[ClassStats] = []
         reports: list[dict] = []
-        mine_params = BoundaryProjector.from_state(record).get_params()
+        old = BoundaryProjector.from_state(record)
         for other, ometa, ostats, osummaries, _ in loaded:
             if ostats.n_features != stats.n_features:
                 msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "
@@ -1097,8 +1097,7 @@ def merge_models(model_path, others):
                             "version": ometa.get("version"), "rows_merged": ostats.n_samples,
                             "sources": [e["url"] for e in ometa.get("sources", [])]})
         for other, *_, oparams in loaded:  # (once every model is accepted)
-            _say_other_params(other, oparams, model_path, mine_params)
-        old = BoundaryProjector.from_state(record)
+            _say_other_params(other, oparams, model_path, old.get_params())
         new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):
             new.partial_fit_stats(_merge_all(totals))
@@ -1822,7 +1821,7 @@ def _check_job_paths(config):
             store.check_not_held(mod.path, "[model] path")
         # (not against [input]: projecting the rows the model was fitted on is the default)
         store.check_disjoint(*[("[output] input", p) for p in (out.inputs or [])],
-                             ("[model] boundary", mod.boundary), *written)
+                             ("[model] boundary", mod.boundary), *written, held=False)
         # a glob over the inputs' folder may come to match what the job writes there
         for role, target in (("[model] path", mod.path), ("[output] path", out.path)):
             if target is None or not store.is_local(target):
