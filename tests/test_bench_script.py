@@ -48,3 +48,24 @@ def test_the_merge_benchmark_runs_and_reports_each_detail(tmp_path):
     assert [r.split("|")[1:3] for r in rows] == [[" 1 ", " per_class "], [" 1 ", " fourth "],
                                                   [" 3 ", " per_class "], [" 3 ", " fourth "]]
     assert all(float(r.split("|")[4]) < 6 for r in rows)  # peak extra (13 before), (K, p, p) arrays
+
+
+def test_the_gpu_benchmark_times_every_task_on_a_stand_in(tmp_path, capsys):
+    """scripts/bench_gpu.py's rounds and report on tiny data, numpy standing in for CuPy."""
+    import importlib.util
+
+    import numpy as np
+
+    from streamproj import gpu
+
+    spec = importlib.util.spec_from_file_location("bench_gpu", SCRIPT.parent / "bench_gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = module.bench.dataset(tmp_path, 3_000, 12, "float32", 700)
+    with gpu.use_backend(np):
+        times = module.rounds(path, 2)
+    assert set(times) == {*module.TASKS, "pass1", "pass1_cuda"}
+    assert all(len(t) == 2 and min(t) > 0 for t in times.values())
+    module.report("tiny", times)
+    out = capsys.readouterr().out
+    assert out.count("median of per-round ratios") == len(module.RATIOS)
