@@ -149,6 +149,24 @@ def test_spread_limits_keep_a_gaussians_tails_and_ignore_a_few_far_rows():
     assert np.isfinite(spread_limits(np.vstack([v, [[np.nan, np.inf]]]))).all()
 
 
+def test_data_in_tiny_units_fill_the_picture_not_one_cell_of_it():
+    # a spread of 2e-13 was "flat" against 1 (limits ±0.05: one cell, magnified 5e10x)
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X * 1e-13, y)
+    z = m.transform(X * 1e-13)
+    fig = plot_projection(m, X * 1e-13, y)
+    lim = fig.streamproj_summary.limits
+    spans = lim[:, 1] - lim[:, 0]
+    assert np.all(spans < 2 * np.ptp(z, axis=0)), spans
+    assert fig.streamproj_summary.outside[(0, 1)] < 10
+    assert max(k for _, k in fig.streamproj_magnify.values()) < 100
+    view = sp.plot.view_projection(m, X * 1e-13, y)
+    assert np.all(np.diff(view.pyramid.extent, axis=1)[:, 0] < 10 * np.ptp(z, axis=0))
+    # flat columns still get a span: their size, or 1 at 0
+    np.testing.assert_allclose(spread_limits(np.array([[3e-13, 0.0]] * 5)),
+                               [[2.85e-13, 3.15e-13], [-0.05, 0.05]])
+
+
 def _class_spread_alone(values, labels, reach, pad, min_rows=20):
     """class_spread_limits as it was written first, one spec at a time."""
     lim = spread_limits(values, reach=reach, pad=pad)

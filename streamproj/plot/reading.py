@@ -344,10 +344,16 @@ def _finite_rows(values):
 
 
 def _padded(lo, hi, pad):
-    """Limits ``(d, 2)`` from ``lo`` to ``hi`` widened by ``pad`` of the span (1 where flat)."""
+    """Limits ``(d, 2)`` from ``lo`` to ``hi`` widened by ``pad`` of the span.
+
+    Flat is judged against the values' own size, not against 1: data in units
+    of 1e-13 spread over 1e-13 and were drawn as one cell in limits of ±0.05.
+    A flat column's span is its size (1 where it is 0).
+    """
     span = hi - lo
-    flat = span <= 1e-12 * np.maximum(1.0, np.abs(hi))
-    span = np.where(flat, np.maximum(np.abs(hi), 1.0), span)
+    size = np.maximum(np.abs(lo), np.abs(hi))
+    flat = span <= 1e-12 * size
+    span = np.where(flat, np.where(size > 0, size, 1.0), span)
     return np.column_stack([lo - pad * span, hi + pad * span])
 
 
