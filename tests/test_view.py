@@ -1291,3 +1291,45 @@ def test_browser_the_boundary_entry_names_a_line_only_while_one_is_drawn(page_of
     assert "LDA boundaries (slice)" in page.inner_text("#sp-legend")
     assert page.evaluate("window.streamproj.state().boundaryDrawn") is True
     assert problems == []
+
+
+def _far_from_zero():
+    """A hyperplane-centred frame of data with a mean of 1e7: z[1] about 2e7, spread 3."""
+    X, y = make_coin(n=3000, offset=1e7)
+    m = sp.BoundaryProjector(center="hyperplane").fit(X, y)
+    return view_projection(m, X, y), m.transform(X)
+
+
+def test_sampled_rows_keep_their_coordinates_far_from_zero_and_past_float32():
+    # stored as float32 coordinates, the dots of 3,000 rows had 11 heights (an error of 150
+    # cells), and coordinates past 3.4e38 became infinities
+    import base64
+    import zlib
+
+    from streamproj.view.html import encode_view
+
+    view, z = _far_from_zero()
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X * 1e40, y)
+    for v, zz in ((view, z), (view_projection(m, X * 1e40, y), m.transform(X * 1e40))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            payload, _ = encode_view(v.pyramid, {"names": v.pyramid.classmap.names})
+        pts = payload["points"]
+        raw = np.frombuffer(zlib.decompress(base64.b64decode(pts["xy"])), "<f4").reshape(-1, 2)
+        rows = np.frombuffer(zlib.decompress(base64.b64decode(pts["row"])), "<f8").astype(int)
+        back = np.asarray(pts["origin"]) + raw * np.asarray(pts["unit"])
+        cell = v.pyramid.cell
+        assert np.all(np.abs(back - zz[rows][:, list(v.pyramid.axes)]) < 1e-3 * cell)
+        # the boundary's side of every dot is the row's
+        np.testing.assert_array_equal(back[:, 0] > 0, zz[rows, 0] > 0)
+
+
+def test_browser_a_sampled_row_is_where_its_row_is(page_of):
+    view, z = _far_from_zero()
+    page, problems = page_of(view)
+    got = np.array(page.evaluate(
+        "() => Array.from({length: 200}, (_, p) => window.streamproj.point(p * 7))"))
+    rows = got[:, 2].astype(int)
+    assert np.all(np.abs(got[:, :2] - z[rows][:, :2]) < 1e-3 * view.pyramid.cell)
+    assert problems == []

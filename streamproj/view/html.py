@@ -18,7 +18,7 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["DEFAULT_BUDGET", "encode_view"]
+__all__ = ["DEFAULT_BUDGET", "encode_view", "sample_frame"]
 
 DEFAULT_BUDGET = 14 * 2**20  # encoded levels; the sample (up to 5.6 MB) and the page add the rest
 
@@ -78,6 +78,19 @@ def _stored(levels, packed, cell, budget, used):
     return out, used
 
 
+def sample_frame(pyramid):
+    """``(origin (2,), unit (2,))``: a sampled row's stored ``xy`` is ``(z - origin) / unit``.
+
+    The unit is the finest cell; the origin the extent's centre, or an edge
+    (the boundary ``z[0] = 0``) where there is one, so that a row's side of
+    it survives the rounding.
+    """
+    centre = pyramid.extent.mean(axis=1)
+    origin = np.array([centre[a] if edge is None else edge
+                       for a, edge in enumerate(pyramid.edges)], dtype=np.float64)
+    return origin, np.asarray(pyramid.cell, dtype=np.float64)
+
+
 def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     """The page's data: meta (JSON-able) plus encoded levels and sample.
 
@@ -90,7 +103,11 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     overview = pyramid.overview_levels()
     s = pyramid.sample
     order = np.argsort(s["row"], kind="stable")
-    raw = [np.column_stack([s["x"][order], s["y"][order]]).astype("<f4").tobytes(),
+    origin, unit = sample_frame(pyramid)
+    # float32 of the coordinates themselves kept 11 heights for 3,000 rows at z[1] = 2e7
+    # (a hyperplane-centred frame) and overflowed past 3e38: offsets in finest cells instead
+    xy = (np.column_stack([s["x"][order], s["y"][order]]) - origin) / unit
+    raw = [xy.astype("<f4").tobytes(),
            s["bucket"][order].astype("<u1").tobytes(), s["row"][order].astype("<f8").tobytes()]
     # deflate releases the GIL: the levels and the sample are packed side by side
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
@@ -110,7 +127,8 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         tier["only"], _ = _pack(only)
         used += len(tier["only"])
     encoded, _ = _stored(levels, packed, pyramid.cell, budget, used)
-    points = {"count": int(order.size), "xy": points_blobs[0], "bucket": points_blobs[1],
+    points = {"count": int(order.size), "xy": points_blobs[0], "origin": origin.tolist(),
+              "unit": unit.tolist(), "bucket": points_blobs[1],
               "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile,
               "far_tiles": pyramid.far_tiles}
     payload = dict(meta)

@@ -195,7 +195,7 @@ class Pyramid:
     def __init__(self, classmap, extent, axes=(0, 1), finest=2048, coarsest=8, tiles=64,
                  per_tile=48, n_rows=0, edges=(None, None), widen="double", window=None,
                  overview=None):
-        self.classmap, self.axes = classmap, tuple(axes)
+        self.classmap, self.axes, self.edges = classmap, tuple(axes), tuple(edges)
         lower, shape, cell = grid(extent, finest, coarsest, edges, widen)
         self.extent = np.column_stack([lower, lower + np.array(shape) * cell])
         self.shape = shape  # finest (gx, gy)

@@ -648,9 +648,15 @@
       }
     }
     const pts = M.points;
+    // stored as float32 offsets from an origin in finest cells (a cloud far from 0 kept its digits)
+    const offsets = new Float32Array(await inflate(pts.xy)), xy = new Float64Array(offsets.length);
+    for (let p = 0; p < pts.count; p++) {
+      xy[2 * p] = pts.origin[0] + offsets[2 * p] * pts.unit[0];
+      xy[2 * p + 1] = pts.origin[1] + offsets[2 * p + 1] * pts.unit[1];
+    }
     points = {
       count: pts.count,
-      xy: new Float32Array(await inflate(pts.xy)),
+      xy,
       bucket: new Uint8Array(await inflate(pts.bucket)),
       row: new Float64Array(await inflate(pts.row)),
     };
@@ -691,6 +697,7 @@
     return [c.length, sum, w1, w2];
   };
   api.plotRect = plotRect;
+  api.point = (p) => [points.xy[2 * p], points.xy[2 * p + 1], points.row[p]];
   api.toScreen = toScreen;
   api.toData = toData;
   load().catch((e) => { api.errors.push(String(e)); console.error(e); });
