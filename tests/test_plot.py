@@ -645,6 +645,22 @@ def test_margin_panel_reports_the_exact_wrong_side_fractions(projected):
     assert "agrees with the classifier on 100.00% of rows" in text
 
 
+def test_two_classes_keep_their_wrong_side_lines_with_top_1_and_unknown_labels():
+    # --top 1 put class 0 in "other" with the rows of labels the model does not know, and
+    # said "class other: 11.13% of its 1,483 rows on the wrong side" (class 0: 9.70% of 1,433)
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X, y)
+    shown = y.copy()
+    shown[:50] = 7
+    fig = plot_projection(m, X, shown, top=1)
+    z0 = m.transform(X)[:, 0]
+    text = " ".join(t.get_text() for t in fig.texts)
+    zero = shown == 0
+    assert (f"class 0: {np.mean(z0[zero] > 0):.2%} of its {zero.sum():,} rows on the wrong "
+            "side") in text
+    assert "class other:" not in text
+
+
 def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     X, y = make_classes(n=6000, p=6, k=3, seed=4)
     m = sp.BoundaryProjector(n_components=3).fit(X, y)

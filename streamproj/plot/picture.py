@@ -466,7 +466,9 @@ def _own_choice(source, model):
 
 
 def _classmap(source, top):
-    if len(source.classes) <= top:
+    # two classes each keep their own bucket: the wrong-side lines name them, and "other"
+    # also holds labels the model does not know (--top 1 reported those as class 0's)
+    if len(source.classes) <= max(top, 2):
         return ClassMap(source.classes)
     counts, _unknown = count_classes(source.blocks, "label", source.classes)
     return ClassMap(source.classes, counts, top)
