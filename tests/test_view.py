@@ -1303,24 +1303,12 @@ def _far_from_zero():
 def test_sampled_rows_keep_their_coordinates_far_from_zero_and_past_float32():
     # stored as float32 coordinates, the dots of 3,000 rows had 11 heights (an error of 150
     # cells), and coordinates past 3.4e38 became infinities
-    import base64
-    import zlib
-
-    from streamproj.view.html import encode_view
-
     view, z = _far_from_zero()
     X, y = make_coin(n=3000)
     m = sp.BoundaryProjector().fit(X * 1e40, y)
     for v, zz in ((view, z), (view_projection(m, X * 1e40, y), m.transform(X * 1e40))):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            payload, _ = encode_view(v.pyramid, {"names": v.pyramid.classmap.names})
-        pts = payload["points"]
-        raw = np.frombuffer(zlib.decompress(base64.b64decode(pts["xy"])), "<f4").reshape(-1, 2)
-        rows = np.frombuffer(zlib.decompress(base64.b64decode(pts["row"])), "<f8").astype(int)
-        back = np.asarray(pts["origin"]) + raw * np.asarray(pts["unit"])
-        cell = v.pyramid.cell
-        assert np.all(np.abs(back - zz[rows][:, list(v.pyramid.axes)]) < 1e-3 * cell)
+        back, rows = _sample_of(v)
+        assert np.all(np.abs(back - zz[rows][:, list(v.pyramid.axes)]) < 1e-3 * v.pyramid.cell)
         # the boundary's side of every dot is the row's
         np.testing.assert_array_equal(back[:, 0] > 0, zz[rows, 0] > 0)
 
@@ -1332,4 +1320,57 @@ def test_browser_a_sampled_row_is_where_its_row_is(page_of):
         "() => Array.from({length: 200}, (_, p) => window.streamproj.point(p * 7))"))
     rows = got[:, 2].astype(int)
     assert np.all(np.abs(got[:, :2] - z[rows][:, :2]) < 1e-3 * view.pyramid.cell)
+    assert problems == []
+
+
+def _sample_of(view):
+    """The sampled rows' coordinates and indices as the page decodes them."""
+    import base64
+    import zlib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        payload, _ = encode_view(view.pyramid, {"names": view.pyramid.classmap.names})
+    pts = payload["points"]
+    dtype = "<f8" if pts["bytes"] == 8 else "<f4"
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(pts["xy"])), dtype).reshape(-1, 2)
+    rows = np.frombuffer(zlib.decompress(base64.b64decode(pts["row"])), "<f8").astype(int)
+    return np.asarray(pts["origin"]) + raw * np.asarray(pts["unit"]), rows
+
+
+def _far_group_in_tiny_units():
+    """A cloud in units of 1e-3 with a far group at 1e37, which the overview samples."""
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(41)
+    n = 40_000
+    label = rng.integers(0, 3, size=n)
+    z = (rng.normal(size=(n, 2)) + np.array([[-2.0, 0.0], [2.0, 0.0], [0.0, 2.5]])[label]) * 1e-3
+    away = (label == 2) & (rng.random(n) < 0.02)
+    z[away] += 1e37
+    source = Source(Blocks({"z": z, "label": label}, block_rows=4_099), np.arange(3), np.eye(2),
+                    np.zeros(2), np.eye(3, 2), np.zeros(3), ["z0", "z1"], "far", "model", "y")
+    view = build_view(source)
+    assert view.pyramid.overview is not None
+    return view, z, away
+
+
+def test_a_sampled_row_past_float32_in_finest_cells_keeps_its_coordinates():
+    # the far group is 4e41 finest cells out, past float32's range: its offsets became
+    # infinities (with a warning) and its dots were drawn nowhere
+    view, z, away = _far_group_in_tiny_units()
+    back, rows = _sample_of(view)
+    assert np.isin(rows, np.flatnonzero(away)).any()
+    np.testing.assert_array_equal(back, z[rows][:, list(view.pyramid.axes)])
+
+
+def test_browser_a_sampled_row_past_float32_in_cells_is_where_its_row_is(page_of):
+    view, z, away = _far_group_in_tiny_units()
+    page, problems = page_of(view)
+    rows = np.sort(view.pyramid.sample["row"])  # the page holds the sample in row order
+    picked = np.flatnonzero(np.isin(rows, np.flatnonzero(away)))[:50].tolist() + list(range(50))
+    got = np.array(page.evaluate("(ps) => ps.map((p) => window.streamproj.point(p))", picked))
+    rows = got[:, 2].astype(int)
+    assert np.isin(rows, np.flatnonzero(away)).any()
+    np.testing.assert_array_equal(got[:, :2], z[rows][:, :2])
     assert problems == []

@@ -106,8 +106,14 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     origin, unit = sample_frame(pyramid)
     # float32 of the coordinates themselves kept 11 heights for 3,000 rows at z[1] = 2e7
     # (a hyperplane-centred frame) and overflowed past 3e38: offsets in finest cells instead
-    xy = (np.column_stack([s["x"][order], s["y"][order]]) - origin) / unit
-    raw = [xy.astype("<f4").tobytes(),
+    coords = np.column_stack([s["x"][order], s["y"][order]])
+    with np.errstate(over="ignore"):
+        xy = ((coords - origin) / unit).astype("<f4")
+    if not np.isfinite(xy).all():
+        # a far row more than 3.4e38 finest cells out (a cloud in tiny units, one row at
+        # 1e37): the coordinates themselves, in float64 (bytes=8)
+        origin, unit, xy = np.zeros(2), np.ones(2), coords.astype("<f8")
+    raw = [xy.tobytes(),
            s["bucket"][order].astype("<u1").tobytes(), s["row"][order].astype("<f8").tobytes()]
     # deflate releases the GIL: the levels and the sample are packed side by side
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
@@ -127,8 +133,8 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         tier["only"], _ = _pack(only)
         used += len(tier["only"])
     encoded, _ = _stored(levels, packed, pyramid.cell, budget, used)
-    points = {"count": int(order.size), "xy": points_blobs[0], "origin": origin.tolist(),
-              "unit": unit.tolist(), "bucket": points_blobs[1],
+    points = {"count": int(order.size), "xy": points_blobs[0], "bytes": xy.itemsize,
+              "origin": origin.tolist(), "unit": unit.tolist(), "bucket": points_blobs[1],
               "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile,
               "far_tiles": pyramid.far_tiles}
     payload = dict(meta)

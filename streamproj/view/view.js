@@ -648,8 +648,11 @@
       }
     }
     const pts = M.points;
-    // stored as float32 offsets from an origin in finest cells (a cloud far from 0 kept its digits)
-    const offsets = new Float32Array(await inflate(pts.xy)), xy = new Float64Array(offsets.length);
+    // stored as float32 offsets from an origin in finest cells (a cloud far from 0 kept its digits),
+    // or as float64 coordinates (bytes 8) where a far row lies past float32's range in cells
+    const blob = await inflate(pts.xy);
+    const offsets = pts.bytes === 8 ? new Float64Array(blob) : new Float32Array(blob);
+    const xy = new Float64Array(offsets.length);
     for (let p = 0; p < pts.count; p++) {
       xy[2 * p] = pts.origin[0] + offsets[2 * p] * pts.unit[0];
       xy[2 * p + 1] = pts.origin[1] + offsets[2 * p + 1] * pts.unit[1];
