@@ -31,6 +31,7 @@ from .errors import (
     IncompatibleStatsError,
     InputError,
     InvalidParameterError,
+    ModelError,
     NotFittedError,
     SingularScatterError,
     StreamprojError,
@@ -1004,6 +1005,13 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                 "source": given.get("source", "coef/intercept"),
             }
         model = cls(**params)
+        try:  # edited by hand ("center": 5): refused on reading, not believed until an update
+            model._validate_params()
+        except InvalidParameterError as exc:
+            name = "the model" if record.where is None else f"model {record.where}"
+            version = f" (version {record.version})" if record.version else ""
+            msg = f"{name}{version} is damaged: its stored parameters are not valid: {exc}"
+            raise ModelError(msg) from None
         model.stats_ = stats
         model.classes_ = np.asarray(solution["classes"])
         model.coef_ = solution["coef"]

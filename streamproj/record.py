@@ -23,7 +23,7 @@ Making, reading and changing a record touches no file and no clock.
 """
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -54,11 +54,14 @@ class ModelRecord:
     solution : dict of str to ndarray
         ``components``, ``center``, ``coef``, ``intercept`` and ``classes``;
         ``declared_classes`` when ``partial_fit`` was given ``classes=``.
+    where : str, optional
+        The model directory it was read from, for messages (not part of the record).
     """
 
     meta: Mapping[str, Any]
     stats: ClassStats
     solution: Mapping[str, np.ndarray]
+    where: str | None = field(default=None, compare=False)
 
     @property
     def params(self) -> dict[str, Any]:

@@ -2019,7 +2019,8 @@ def _ledger_entry_fault(entry):
 
 def read_record(path):
     """The live version of a model directory as a :class:`~streamproj.record.ModelRecord`."""
-    return ModelRecord(*read_model(path))
+    meta, stats, solution = read_model(path)
+    return ModelRecord(meta, stats, solution, where=str(path))
 
 
 def read_summaries(path, version=None):

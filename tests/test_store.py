@@ -427,6 +427,31 @@ def test_a_hand_edited_model_version_is_one_line_naming_the_file(setup, capsys, 
         sp.load(d / "m")
 
 
+@pytest.mark.parametrize(("params", "message"), [
+    ({"center": 5}, "The 'center' parameter of BoundaryProjector must be"),
+    ({"n_components": -3}, "The 'n_components' parameter of BoundaryProjector must be"),
+    ({"shrinkage": "sometimes"}, "The 'shrinkage' parameter of BoundaryProjector must be"),
+])
+def test_a_hand_edited_parameter_value_is_refused_on_reading(setup, capsys, tmp_path, params, message):
+    # believed until the next update's fit validated it; the model's projections and repr
+    # meanwhile showed a centre or a dimension it did not have
+    import json
+
+    d, *_ = setup
+    path = d / "m" / "v000001" / "model.json"
+    content = json.loads(path.read_text())
+    content["params"].update(params)
+    path.write_text(json.dumps(content))
+    for argv in (["update", d / "m", d / "d.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "o2.zarr"]):
+        line = refused(capsys, tmp_path, *argv,
+                       match=f"model {d / 'm'} (version v000001) is damaged: its stored parameters")
+        assert message in line
+    assert not (d / "o2.zarr").exists()
+    with pytest.raises(sp.ModelError, match=re.escape(message)):
+        sp.load(d / "m")
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ('{"coef": [["a", "b", "c"]], "intercept": [0]}', "b.json: coef must be numbers"),
     ('{"coef": [[1, 2, 3], [1, 2]], "intercept": [0, 1]}', "b.json: coef must be numbers"),
