@@ -83,6 +83,34 @@ def test_one_pass_counts_every_row_reading_whole_chunks_in_bounded_runs():
     np.testing.assert_array_equal(s.rows[:3], np.bincount(labels))
 
 
+def test_summary_counts_non_finite_and_far_rows_outside_and_each_side_of_the_boundary():
+    rng = np.random.default_rng(7)
+    z = rng.normal(size=(6000, 2))
+    z[:40, 0] = [np.nan, np.inf, -np.inf, 1e300, -1e300, 0.0, -0.0, 3.0] * 5  # 3.0: the top edge
+    z[40:60, 1] = np.nan
+    labels = rng.integers(0, 2, size=6000).astype(np.int8)
+    limits = np.array([[-3.0, 3.0], [-2.0, 2.5]])
+    s = PictureSummary(ClassMap(np.array([0, 1])), limits, [(0, 1)], {(0, 1): (12, 9)},
+                       margin_bins=24, binary=(0, 1))
+    for start in range(0, 6000, 1000):
+        s.add({"z": z[start : start + 1000], "label": labels[start : start + 1000]})
+    x, y = z[:, 0], z[:, 1]
+    inside = (x >= -3) & (x < 3) & (y >= -2) & (y < 2.5)
+    for k in range(2):
+        sel = labels == k
+        ref = np.histogram2d(x[sel & inside], y[sel & inside],
+                             bins=(np.linspace(-3, 3, 13), np.linspace(-2, 2.5, 10)))[0]
+        np.testing.assert_array_equal(s.grids[(0, 1)][k], ref)
+        in_margin = sel & (x >= -3) & (x < 3)
+        np.testing.assert_array_equal(s.margin[k], np.histogram(x[in_margin], np.linspace(-3, 3, 25))[0])
+    assert s.outside[(0, 1)] == np.count_nonzero(~inside)
+    np.testing.assert_array_equal(s.rows[:2], np.bincount(labels))
+    # the wrong side: class 0 with z[0] > 0, class 1 with z[0] <= 0 (NaN is not > 0)
+    assert s.wrong[0] == np.count_nonzero((labels == 0) & (x > 0))
+    assert s.wrong[1] == np.count_nonzero((labels == 1) & ~(x > 0))
+    np.testing.assert_array_equal(s.extremes, [[-np.inf, np.inf], [np.nanmin(y), np.nanmax(y)]])
+
+
 def test_an_array_shared_by_two_names_is_read_once_per_block():
     labels = CountingArray(np.arange(5000) % 3, 1000)
     z = np.zeros((5000, 2))
