@@ -305,6 +305,25 @@ def test_equal_aspect_by_default_and_stretch_says_so(projected):
     assert "STRETCHED" in " ".join(t.get_text() for t in fig.texts)
 
 
+def test_ticks_are_made_only_where_they_are_drawn(projected):
+    from matplotlib.ticker import MaxNLocator
+
+    fig = draw_output(projected / "o.zarr")
+    fig.canvas.draw()
+    data_axes = [*fig.streamproj_axes, *fig.streamproj_magnified]
+    margin = next(ax for ax in fig.axes if ax.get_title().startswith("margin"))
+    for axis in [a for ax in [*data_axes, margin] for a in (ax.xaxis, ax.yaxis)]:
+        lo, hi = sorted(axis.get_view_interval())
+        locs = axis.get_majorticklocs()
+        # each location a tick of its own: none made beyond the limits and then dropped
+        assert all(lo - 1e-9 * (hi - lo) <= v <= hi + 1e-9 * (hi - lo) for v in locs)
+        assert len(axis.majorTicks) <= max(len(locs), 1)
+        # the same locations as the plain locator's that fall inside
+        if isinstance(getattr(axis.get_major_locator(), "base", None), MaxNLocator):
+            full = axis.get_major_locator().base()
+            assert list(locs) == [v for v in full if lo - 1e-9 <= v <= hi + 1e-9]
+
+
 def test_a_sliver_gets_a_magnified_twin_of_the_same_counts_and_says_so(projected):
     # the coin is ~10x taller than thick: equal aspect alone left the main panel 48 px wide
     fig = draw_output(projected / "o.zarr")

@@ -36,6 +36,45 @@ def _tick_formatter():
     return FuncFormatter(_tick)
 
 
+def _in_view(locator):
+    """``locator`` less the locations outside its axis's view: the same ticks drawn.
+
+    matplotlib makes a tick (five artists, about 1 ms) for every location a
+    locator gives and draws those in view; MaxNLocator's reach a step beyond
+    the limits on either side: one tick in five of the figure was made and
+    dropped. Only for formatters that label each location on its own.
+    """
+    return _in_view_class()(locator)
+
+
+@functools.cache
+def _in_view_class():
+    from matplotlib.ticker import Locator
+
+    class InView(Locator):
+        def __init__(self, base):
+            self.base = base
+
+        def set_axis(self, axis):
+            super().set_axis(axis)
+            self.base.set_axis(axis)
+
+        def __call__(self):
+            if self.axis is None:
+                return self.base()
+            lo, hi = sorted(self.axis.get_view_interval())
+            slack = (hi - lo) * 1e-10  # matplotlib's own test of "in view" (linear axes)
+            return [v for v in self.base() if lo - slack <= v <= hi + slack]
+
+        def nonsingular(self, v0, v1):
+            return self.base.nonsingular(v0, v1)
+
+        def view_limits(self, vmin, vmax):
+            return self.base.view_limits(vmin, vmax)
+
+    return InView
+
+
 def _lab(rgb):
     """CIELAB (D65) of sRGB colours in [0, 1]: distances there track how different they look."""
     rgb = np.asarray(rgb, dtype=np.float64)
@@ -200,7 +239,7 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
         elif size < 0.7 and lo < 0 < hi:  # room for one label: the boundary's (or centre's) 0
             axis.set_major_locator(FixedLocator([0.0]))
         else:
-            axis.set_major_locator(MaxNLocator(2 if size < 1.2 else most))
+            axis.set_major_locator(_in_view(MaxNLocator(2 if size < 1.2 else most)))
         axis.set_major_formatter(_tick_formatter())
 
 
@@ -290,8 +329,9 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     ax.set_ylabel(_first_fitting(["density within each class", "density"], height_in, 10, fig.dpi),
                   fontsize=10)
     ax.tick_params(labelsize=8)
-    ax.xaxis.set_major_formatter(_tick_formatter())
-    ax.yaxis.set_major_formatter(_tick_formatter())
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(_in_view(axis.get_major_locator()))
+        axis.set_major_formatter(_tick_formatter())
     titles = (["margin: distance to the boundary", "margin"] if binary is not None
               else [f"classes along {label}", label.split(":")[0]])
     ax.set_title(_first_fitting(titles, width_in, 11, fig.dpi), fontsize=11)
