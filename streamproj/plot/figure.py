@@ -231,7 +231,9 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
     if height_in < 1.6 and not stretch:  # a wide flat one: and its height
         ax.set_ylabel(panel.ylabel.split(":")[0], fontsize=fs)
     if panel.title and not narrow_box:
-        ax.set_title(panel.title, fontsize=11)
+        # y given: matplotlib then skips re-placing the title over the tick labels at each draw
+        # (tight boxes of every axis); the ticks are below, so it stayed at 1.0 anyway
+        ax.set_title(panel.title, fontsize=11, y=1.0)
     for axis, size, (lo, hi), most in ((ax.xaxis, width_in, (x0, x1), 4 if small else 6),
                                        (ax.yaxis, height_in, (y0, y1), 6)):
         if size < 0.25:  # a line, not a panel: no room for a label (its twin has them)
@@ -334,7 +336,7 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
         axis.set_major_formatter(_tick_formatter())
     titles = (["margin: distance to the boundary", "margin"] if binary is not None
               else [f"classes along {label}", label.split(":")[0]])
-    ax.set_title(_first_fitting(titles, width_in, 11, fig.dpi), fontsize=11)
+    ax.set_title(_first_fitting(titles, width_in, 11, fig.dpi), fontsize=11, y=1.0)  # see _draw_panel
     return lines
 
 
@@ -353,7 +355,8 @@ def _density_key(fig, rect, vmax, cell):
     kax.set_xticks([math.log(t) / math.log(top) for t in ticks], [f"{t:,}" for t in ticks])
     kax.set_yticks([])
     kax.tick_params(labelsize=7.5, length=2)
-    kax.set_title(f"rows per cell ({cell}); colour = classes mixed by count", fontsize=8, loc="left")
+    kax.set_title(f"rows per cell ({cell}); colour = classes mixed by count", fontsize=8, loc="left",
+                  y=1.0)
     return kax
 
 
