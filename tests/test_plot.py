@@ -109,6 +109,18 @@ def test_summary_counts_non_finite_and_far_rows_outside_and_each_side_of_the_bou
     assert s.wrong[0] == np.count_nonzero((labels == 0) & (x > 0))
     assert s.wrong[1] == np.count_nonzero((labels == 1) & ~(x > 0))
     np.testing.assert_array_equal(s.extremes, [[-np.inf, np.inf], [np.nanmin(y), np.nanmax(y)]])
+    # blocks wholly inside the limits (their cells found without clipping), edges included:
+    # a row at the upper limit is outside, as histogram2d's half-open cells have it
+    inner = np.clip(rng.normal(size=(3000, 2)), [-3.0, -2.0], [3.0, 2.5])
+    inner[:3] = [[-3.0, -2.0], [3.0, 0.0], [0.0, 2.5]]
+    s = PictureSummary(ClassMap(np.array([0, 1])), limits, [(0, 1)], {(0, 1): (12, 9)},
+                       margin_bins=24)
+    s.add({"z": inner, "label": np.zeros(3000, dtype=np.int8)})
+    inside = (inner[:, 0] < 3) & (inner[:, 1] < 2.5)
+    ref = np.histogram2d(inner[inside, 0], inner[inside, 1],
+                         bins=(np.linspace(-3, 3, 13), np.linspace(-2, 2.5, 10)))[0]
+    np.testing.assert_array_equal(s.grids[(0, 1)][0], ref)
+    assert s.outside[(0, 1)] == np.count_nonzero(~inside)
 
 
 def test_an_array_shared_by_two_names_is_read_once_per_block():

@@ -77,32 +77,37 @@ def add_keys(flat, keys, lock):
 def _extremes(columns):
     """The least and greatest value of each column (contiguous ``(m,)`` arrays), NaN ignored.
 
-    ``fmin`` (which skips NaN) only for a column that has one: it is several
+    Returns ``(low, high, nan)``: ``nan[a]`` tells whether column ``a`` holds a
+    NaN. ``fmin`` (which skips NaN) only for such a column: it is several
     times slower than ``min``.
     """
-    low, high = np.empty(len(columns)), np.empty(len(columns))
+    d = len(columns)
+    low, high, nan = np.empty(d), np.empty(d), np.zeros(d, dtype=bool)
     for a, col in enumerate(columns):
         low[a], high[a] = col.min(initial=np.inf), col.max(initial=-np.inf)
         if np.isnan(low[a]) or np.isnan(high[a]):
+            nan[a] = True
             low[a], high[a] = np.fmin.reduce(col, initial=np.inf), np.fmax.reduce(
                 col, initial=-np.inf)
-    return low, high
+    return low, high, nan
 
 
-def _cells(v, limits, n):
-    """:func:`cell_index` minus 1, as floats: ``-1`` below ``limits`` (and NaN), ``n`` above.
+def _cells(v, limits, n, inside=False):
+    """:func:`cell_index` minus 1: ``-1`` below ``limits`` (and NaN), ``n`` above (intp).
 
     The same ``floor((v - lo) * n / (hi - lo))``, clipped in floating point
-    (``fmax`` sends NaN to -1): the keys of several axes are then combined
-    before one conversion to integers, two passes fewer per axis.
+    (``fmax`` sends NaN to -1). ``inside``: every value is finite and within
+    the limits (the usual block), so each is already ``0 <= f < n + 1`` and
+    the conversion's truncation is the floor: three passes instead of six.
     """
     lo, hi = limits
     f = np.subtract(v, lo, dtype=np.float64)
     f *= n / (hi - lo)
-    np.floor(f, out=f)
-    np.fmax(f, -1.0, out=f)
-    np.fmin(f, float(n), out=f)
-    return f
+    if not inside:
+        np.floor(f, out=f)
+        np.fmax(f, -1.0, out=f)
+        np.fmin(f, float(n), out=f)
+    return f.astype(np.intp)
 
 
 def _finer(bins, side, k):
@@ -220,24 +225,27 @@ class PictureSummary:
         z = np.asfortranarray(block["z"], dtype=np.float64)
         bucket = self.classmap.index(block["label"])
         columns = [z[:, a] for a in range(len(self.extremes))]
-        low, high = _extremes(columns)
+        low, high, nan = _extremes(columns)
+        inside = ~nan & (low >= self.limits[:, 0]) & (high <= self.limits[:, 1])
         for pair in self.pairs:
             i, j = pair
             bx, by = self.bins[pair]
             # (bucket * (bx + 2) + ix + 1) * (by + 2) + iy + 1: the cell in the padded grid
-            cells = _cells(columns[i], self.limits[i], bx)
-            cells *= by + 2
-            cells += _cells(columns[j], self.limits[j], by)
-            keys = cells.astype(np.intp)
-            keys += bucket * ((bx + 2) * (by + 2)) + (by + 2 + 1)
+            keys = _cells(columns[i], self.limits[i], bx, inside[i])
+            keys *= by + 2
+            keys += _cells(columns[j], self.limits[j], by, inside[j])
+            offset = bucket * ((bx + 2) * (by + 2))
+            offset += by + 2 + 1
+            keys += offset
             add_keys(self._padded[pair].reshape(-1), keys, self._lock)
-        cells = _cells(columns[0], self.limits[0], self.margin_bins)
+        keys = _cells(columns[0], self.limits[0], self.margin_bins, inside[0])
         sides = self._margin_padded.shape[2]
         if sides == 2:  # the side of the boundary: cell * 2 + (z[0] > 0)
-            cells *= 2
-            cells += columns[0] > 0
-        keys = cells.astype(np.intp)
-        keys += bucket * ((self.margin_bins + 2) * sides) + sides
+            keys *= 2
+            keys += columns[0] > 0
+        offset = bucket * ((self.margin_bins + 2) * sides)
+        offset += sides
+        keys += offset
         add_keys(self._margin_padded.reshape(-1), keys, self._lock)
         correct = labelled = agree = predicted = agree_own = 0
         if "predicted" in block:
