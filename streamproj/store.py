@@ -1257,6 +1257,9 @@ def _remote_errors(where):
         raise StorageError(msg) from None
 
 
+_WRITES_OUT = "a projection is the Zarr group 'streamproj project MODEL INPUT --output OUT' writes"
+
+
 def open_output(url, missing_ok=False):
     """Open a complete projection written by ``streamproj project`` for reading.
 
@@ -1275,6 +1278,12 @@ def open_output(url, missing_ok=False):
                 msg = (f"{url} is missing because its replacement was interrupted; rerun the "
                        "command that writes it (the old output is restored first)")
                 raise InputError(msg)
+        if dest.is_dir() and (dest / _CURRENT).is_file():
+            msg = f"{url} is a streamproj model directory, not a projection ({_WRITES_OUT})"
+            raise InputError(msg)
+        if dest.is_file():
+            msg = f"{url} is a file, not a streamproj projection ({_WRITES_OUT})"
+            raise InputError(msg)
         group = _open_group(url, "r")
     else:
         kind, pointer = _read_remote_state(url)
@@ -1292,7 +1301,7 @@ def open_output(url, missing_ok=False):
         group = _open_group(url, "r")
     attrs = group.attrs.asdict()
     if not isinstance(attrs.get("streamproj"), dict):
-        msg = f"{url} is not a streamproj projection (no streamproj attributes)"
+        msg = f"{url} is not a streamproj projection (no streamproj attributes; {_WRITES_OUT})"
         raise InputError(msg)
     if attrs.get("complete") is not True:
         msg = (f"{url} is incomplete: the job writing it was interrupted before it finished; "

@@ -1114,6 +1114,29 @@ def test_plot_refuses_what_it_cannot_draw_before_reading(projected, capsys, args
     assert (d / "report.png").read_bytes() == b"not mine"
 
 
+@pytest.mark.parametrize(("given", "said"), [
+    ("m2", "m2 is a streamproj model directory, not a projection"),
+    ("d2.zarr", "d2.zarr is not a streamproj projection (no streamproj attributes;"),
+    ("rows.parquet", "rows.parquet is a file, not a streamproj projection"),
+])
+def test_plot_of_a_model_or_an_input_says_what_it_draws(projected, capsys, given, said):
+    """A newcomer's `plot MODEL` (or plot of the input rows) is told what plot reads."""
+    import shutil
+
+    d = projected
+    shutil.copytree(d / "m", d / "m2")
+    shutil.copytree(d / "d.zarr", d / "d2.zarr")
+    (d / "rows.parquet").write_bytes(b"PAR1")
+    capsys.readouterr()
+    for args in (["plot", d / given, "--output", d / "p.png"],  # (was: "no Zarr group at m2")
+                 ["project", d / "m", d / "d.zarr", "--output", d / given, "--append"]):
+        assert main([str(a) for a in args]) == 2
+        err = one_error_line(capsys)
+        assert said in err
+        assert "'streamproj project MODEL INPUT --output OUT' writes" in err
+    assert not (d / "p.png").exists()
+
+
 def test_plot_refuses_a_model_that_did_not_write_the_output(projected, capsys):
     d = projected
     assert main(["fit", str(d / "d.zarr"), "--model", str(d / "other"), "--shrinkage", "0.5"]) == 0
