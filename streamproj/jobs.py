@@ -95,7 +95,8 @@ def _context(prefix, columns=None):
             text = re.sub(r"\(column (\d+)\)",
                           lambda m: f"(column {columns[int(m.group(1))]})"
                           if int(m.group(1)) < len(columns) else m.group(0), text)
-        if not text.startswith(prefix):
+        # (a model's reader names the model's path itself: "m: no model at m" said it twice)
+        if not text.startswith(prefix) and not (isinstance(exc, ModelError) and prefix in text):
             text = f"{prefix}: {text}"
         if text == str(exc):
             raise
@@ -744,6 +745,8 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     clock = _Clock()
     with clock("open"):
         meta = store.read_model_meta(model_path)
+        if meta is None:  # no model there (or a damaged one): said before any input is opened,
+            store.read_record(model_path)  # whose own errors (its label column...) would not tell
         # (--verify reads every held source again: they are all opened). A store the model
         # dropped (forget, its window) is held too: it is not merged again, opened or not
         held = [_held_by_model(meta)] if meta and not verify else []

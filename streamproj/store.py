@@ -1880,7 +1880,8 @@ def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), option
         folder = _local_path(path)
         if not folder.is_dir():
             msg = (f"{path} is a file, not a streamproj model directory" if folder.exists()
-                   else f"no model at {path}")
+                   else f"no model at {path}: fit one there first ('streamproj fit INPUT "
+                        f"--model {path}')")
             raise ModelError(msg)
         current = _current_version(folder)
         if current is None:

@@ -131,6 +131,28 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, make, argv, expected)
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("command", ["update", "project"])
+def test_a_missing_model_is_said_before_its_inputs_are_read(tmp_path, capsys, command):
+    """A mistyped MODEL is named once, with what to do, before a table's label is looked for.
+
+    ``update nomodel rows.parquet`` said that the table had no label column 'y'
+    (the model, had there been one, would have named it); and the model's path
+    was said twice ("nomodel: no model at nomodel").
+    """
+    import pandas as pd
+
+    X, y = make_classes(n=200, p=3, seed=33)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(kind=y)
+    frame.to_parquet(tmp_path / "rows.parquet")
+    out = ["--output", tmp_path / "o.zarr"] if command == "project" else []
+    assert run(command, tmp_path / "nomodel", tmp_path / "rows.parquet", *out) == 2
+    line = one_error_line(capsys)
+    model = str(tmp_path / "nomodel")
+    assert line == (f"streamproj: error: no model at {model}: fit one there first "
+                    f"('streamproj fit INPUT --model {model}')")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet"]
+
+
 def test_existing_output_and_model_are_refused(batches, capsys):
     d, *_ = batches
     run("fit", d / "A.zarr", "--model", d / "m")
