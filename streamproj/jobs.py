@@ -859,7 +859,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, b
     if not batches and not evicted:
         held = sum(r["rows_skipped"] for r in reports if r["status"] != "evicted before")
         gone = [r["url"] for r in reports if r["status"] == "evicted before"]
-        said = [f"all {held} rows were merged before"] if held or not gone else []
+        said = [f"all {held:,} rows were merged before"] if held or not gone else []
         if gone:  # forgotten, or out of the window: a glob still matching them merges nothing
             one = len(gone) == 1
             said.append(f"{len(gone)} source{'' if one else 's'} {'was' if one else 'were'} removed "

@@ -816,7 +816,7 @@ def test_a_nightly_run_lists_each_source_once_and_opens_only_what_changed(days, 
     opened.clear()
     assert main(["run", str(_config(d, 90.0)), "--json"]) == 0  # nothing new: the last is opened
     assert opened == [str((d / "day-3.zarr").resolve())]
-    assert "day-3.zarr and 3 more unchanged (not opened): all 1200 rows were merged before" in \
+    assert "day-3.zarr and 3 more unchanged (not opened): all 1,200 rows were merged before" in \
         json.loads(capsys.readouterr().out)["steps"][0]["message"]
     # and a source changed since is still caught by its listing and fingerprint
     g = zarr.open_group(str(d / "day-1.zarr"), mode="a")
