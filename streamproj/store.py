@@ -1881,7 +1881,7 @@ def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), option
         if not folder.is_dir():
             msg = (f"{path} is a file, not a streamproj model directory" if folder.exists()
                    else f"no model at {path}: fit one there first ('streamproj fit INPUT "
-                        f"--model {path}')")
+                        f"--model {path}', or save() a fitted BoundaryProjector there)")
             raise ModelError(msg)
         current = _current_version(folder)
         if current is None:

@@ -149,7 +149,8 @@ def test_a_missing_model_is_said_before_its_inputs_are_read(tmp_path, capsys, co
     line = one_error_line(capsys)
     model = str(tmp_path / "nomodel")
     assert line == (f"streamproj: error: no model at {model}: fit one there first "
-                    f"('streamproj fit INPUT --model {model}')")
+                    f"('streamproj fit INPUT --model {model}', or save() a fitted "
+                    "BoundaryProjector there)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet"]
 
 
