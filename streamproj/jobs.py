@@ -746,7 +746,8 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     with clock("open"):
         meta = store.read_model_meta(model_path)
         if meta is None:  # no model there (or a damaged one): said before any input is opened,
-            store.read_record(model_path)  # whose own errors (its label column...) would not tell
+            store.check_writable_location(model_path, "model")  # whose own errors (its label
+            store.read_record(model_path)  # column...) would not tell; '' is no model either
         # (--verify reads every held source again: they are all opened). A store the model
         # dropped (forget, its window) is held too: it is not merged again, opened or not
         held = [_held_by_model(meta)] if meta and not verify else []
