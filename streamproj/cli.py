@@ -400,6 +400,10 @@ def _run(args):
 def _info(args):
     if jobs.is_output(args.model):
         info = jobs.output_info(args.model, args.against)
+    elif args.against is not None:  # not silently ignored: it reads like a comparison of two models
+        msg = (f"--model {args.against}: info compares an output (OUT) with a model; "
+               f"{args.model} is not an output (info MODEL describes one model)")
+        raise InputError(msg)
     else:
         info = jobs.model_info(args.model)
     print(json.dumps(info) if args.json else json.dumps(info, indent=2))

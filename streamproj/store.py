@@ -1020,8 +1020,10 @@ def _refuse_foreign_entries(url, dest):
         raise OutputExistsError(msg)
 
 
-def _refuse_existing(url):
-    msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it"
+def _refuse_existing(url, appendable):
+    more = (", or --append (mode='append') to add new rows to it in its frame" if appendable
+            else "")
+    msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it{more}"
     raise OutputExistsError(msg)
 
 
@@ -1110,7 +1112,7 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
         if kind == "foreign":
             _refuse_foreign(url, why)
         if kind != "absent" and not overwrite and not append:
-            _refuse_existing(url)
+            _refuse_existing(url, kind == "streamproj")
         if kind == "streamproj":
             _refuse_foreign_entries(url, dest)
         if kind == "streamproj" and expect is not None:
@@ -1181,7 +1183,7 @@ def _remote_output(url, overwrite, attrs, append=False, expect=None):
         if kind == "foreign":
             _refuse_foreign(url)
         if kind in ("pointer", "legacy") and not overwrite and not append:
-            _refuse_existing(url)
+            _refuse_existing(url, kind == "pointer")
         if kind == "absent":
             # Claim the prefix first, so that a kill leaves a recognisable, unfinished output.
             fs.pipe_file(f"{root}/zarr.json", _pointer_bytes(None))

@@ -583,3 +583,14 @@ def test_the_command_keeps_freed_chunk_buffers_instead_of_faulting_them_in_again
                  {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"},
                  {"STREAMPROJ_MALLOC": "system"}):
         assert _faults(tmp_path / "X.zarr", "tune", {**env, **mine})["tuned"] is False, mine
+
+
+def test_info_of_a_model_against_another_model_is_refused_not_ignored(tmp_path, capsys):
+    # --model is the model an output's drift is measured against; given with a model it was
+    # silently ignored (exit 0), which reads as if two models had been compared
+    X, y = make_classes(n=200, p=3, k=2, seed=13)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 0
+    capsys.readouterr()
+    assert run("info", tmp_path / "m", "--model", tmp_path / "m") == 2
+    assert "info compares an output (OUT) with a model" in one_error_line(capsys)

@@ -45,9 +45,14 @@ def test_existing_output_needs_overwrite(tmp_path):
     X, y = make_coin(n=200)
     m = sp.BoundaryProjector().fit(X, y)
     jobs.project(m, X, tmp_path / "out.zarr")
-    with pytest.raises(OutputExistsError, match="--overwrite"):
+    with pytest.raises(OutputExistsError, match="--overwrite .* or --append"):
         jobs.project(m, X, tmp_path / "out.zarr")
     jobs.project(m, X * 2, tmp_path / "out.zarr", overwrite=True)
+    (tmp_path / "folder").mkdir()  # not an output: nothing to append to
+    (tmp_path / "folder" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError) as info:
+        jobs.project(m, X, tmp_path / "folder")
+    assert "--append" not in str(info.value)
     out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
     np.testing.assert_allclose(out["projection"][:], m.transform(X * 2), rtol=1e-13)
 
