@@ -1852,6 +1852,22 @@ def _check_job_paths(config):
             raise OutputExistsError(msg)
 
 
+@contextlib.contextmanager
+def _input_key_named(config):
+    """An ``[input] paths`` entry that matches nothing is said with its config file and key.
+
+    (Not checked before the model step as ``[output] input`` is: that would list every
+    source twice a night.)
+    """
+    try:
+        yield
+    except InputError as exc:
+        if not str(exc).startswith(("no input matches ", "no such input: ")):
+            raise
+        msg = f"{config.source}: [input] paths: {exc}"
+        raise InputError(msg) from None
+
+
 def _check_output_inputs(config):
     """Each ``[output] input`` exists, checked before the model step writes the model."""
     for spec in config.output.inputs or []:
@@ -2070,7 +2086,7 @@ def run_job(config, progress=None, max_summary_memory=None):
         mode = mod.mode
         if mode == "auto":
             mode = "update" if model_exists(mod.path) else "fit"
-        with clock("model"):
+        with clock("model"), _input_key_named(config):
             if mode == "fit":
                 params = {**_fit_params(mod), "max_summary_memory": max_summary_memory}
                 steps.append(fit_model(inp.paths, mod.path, params=params,

@@ -120,6 +120,24 @@ def test_a_job_refuses_a_missing_output_input_before_it_writes_the_model(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.zarr", "job.toml"]
 
 
+@pytest.mark.parametrize(("given", "said"), [('"day-*.zarr"', "no input matches '{d}/day-*.zarr'"),
+                                             ('"day-1.zarr"', "no such input: {d}/day-1.zarr")])
+@pytest.mark.parametrize("mode", ["fit", "update"])
+def test_a_job_whose_input_matches_nothing_names_the_config_key(tmp_path, given, said, mode):
+    # "no input matches '/data/events/day-*.zarr'" named neither the config nor its key
+    from streamproj.config import load_config
+
+    if mode == "update":
+        X, y = make_classes(n=200, p=3, seed=76)
+        write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
+        jobs.fit_model([tmp_path / "d.zarr"], tmp_path / "m")
+    config = tmp_path / "job.toml"
+    config.write_text(f'[input]\npath = {given}\n[model]\npath = "m"\n')
+    with pytest.raises(sp.errors.InputError) as exc:
+        jobs.run_job(load_config(config))
+    assert str(exc.value) == f"{config}: [input] paths: " + said.format(d=tmp_path)
+
+
 @pytest.mark.parametrize("given", ['"d-*.zarr"', '"d-1.zarr"', '["./d-0.zarr", "d-1.zarr"]'])
 def test_a_job_projects_an_output_input_that_names_what_it_fits(tmp_path, given):
     # refused as an overlap of [input] and [output] input, though projecting the fitted rows
