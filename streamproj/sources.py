@@ -1553,11 +1553,16 @@ def _h5_dataset(f, where, path, flag):
     obj = f.get(path)
     if isinstance(obj, h5py.Dataset):
         return obj
-    parent = f.get(posixpath.dirname(path))
+    folder = posixpath.dirname(path)
+    parent = f.get(folder)
     found = sorted(k for k, v in parent.items() if isinstance(v, h5py.Dataset)) \
         if isinstance(parent, h5py.Group) else []
+    if not found:  # none beside it ("datasets in /: none"): the file's, wherever they are
+        folder = "the file"
+        f.visititems(lambda name, v: found.append(f"/{name}") if isinstance(v, h5py.Dataset)
+                     else None)
     what = "a group, not a dataset" if isinstance(obj, h5py.Group) else "no such dataset"
-    msg = (f"{where}:{path}: {what} (datasets in {posixpath.dirname(path)}: {listing(found)}); "
+    msg = (f"{where}:{path}: {what} (datasets in {folder}: {listing(found)}); "
            f"name the right one with {flag} or file.h5:/group/X")
     raise InputError(msg)
 

@@ -399,6 +399,8 @@ def test_array_and_variable_errors_list_what_exists(inputs, tmp_path):
     text = _error(f"{h5}:/g/Z")
     assert text.startswith(f"{h5}:/g/Z: no such dataset (datasets in /g: X, y)")
     assert "group, not a dataset" in _error(f"{h5}:/g")
+    # none beside the name ("datasets in /: none", the file given alone): the file's, by path
+    assert f"{h5}:/X: no such dataset (datasets in the file: /g/X, /g/y)" in _error(h5)
     text = _error(inputs["netcdf"][0], x="Z")
     assert text.startswith(f"{inputs['netcdf'][0]} has no variable 'Z' (variables: X, y)")
     text = _error(inputs["xarray-zarr"][0], kind="xarray", features="emb_*", label="target")
