@@ -64,13 +64,21 @@ def _by_tile_then_hash(tile, h, n_tiles):
     return by_hash[np.argsort(tile[by_hash].astype(np.uint16), kind="stable")]
 
 
-def _rank_in_tile(t):
-    """Place of each entry within its run of equal values of the sorted ``t`` (0, 1, ...)."""
-    at = np.arange(t.size)
-    starts = np.empty(t.size, dtype=bool)
-    starts[:1] = True
-    np.not_equal(t[1:], t[:-1], out=starts[1:])
-    return at - np.maximum.accumulate(np.where(starts, at, 0))
+def _first_in_tile(t, k):
+    """Masks of the sorted ``t``: entries among the first ``k`` of their run, and each run's ``k``-th.
+
+    An entry is among the first ``k`` unless the one ``k`` places before it is of its run:
+    two comparisons, not a rank per entry (a running maximum, several passes).
+    """
+    if k <= 0:
+        return np.zeros(t.size, dtype=bool), np.zeros(t.size, dtype=bool)
+    keep = np.ones(t.size, dtype=bool)
+    np.not_equal(t[k:], t[:-k], out=keep[k:])
+    last = np.zeros(t.size, dtype=bool)
+    if t.size >= k:  # the k-th: k - 1 before it in its run, and not k
+        np.equal(t[k - 1 :], t[: t.size - k + 1], out=last[k - 1 :])
+        last[k:] &= keep[k:]
+    return keep, last
 
 
 def _pow2_at_least(v):
@@ -413,10 +421,11 @@ class Pyramid:
             parts = [self._kept, *batch]
             new = {k: np.concatenate([p[k] for p in parts]) for k in _FIELDS}
             order = _by_tile_then_hash(new["tile"], new["hash"], self.tiles * self.tiles)
-            rank = _rank_in_tile(new["tile"][order])
-            kept = {k: v[order[rank < self.per_tile]] for k, v in new.items()}
+            keep, last = _first_in_tile(new["tile"][order], self.per_tile)
+            at = order[keep]  # (one index for every field)
+            kept = {k: v.take(at) for k, v in new.items()}
             # tiles now full admit only hashes below their largest kept one
-            full_last = order[rank == self.per_tile - 1]
+            full_last = order[last]
             tiles, bound = new["tile"][full_last], new["hash"][full_last]
             with self._lock:
                 self._kept = kept
