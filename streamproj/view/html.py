@@ -24,14 +24,19 @@ DEFAULT_BUDGET = 14 * 2**20  # encoded levels; the sample (up to 5.6 MB) and the
 
 
 def _pack(array):
-    """Deflated, base64 bytes of a non-negative integer array in its narrowest dtype."""
+    """Deflated, base64 bytes of a non-negative integer array in its narrowest dtype.
+
+    Deflated with ``Z_RLE``: counts are mostly runs of zeros, and run-length matches
+    alone took 25-40 % less time than level 1's search and came out no larger (the
+    benchmark's finest level: 14 against 24 ms, 464 against 502 kB).
+    """
     top = int(array.max()) if array.size else 0
     dtype = "<u1" if top < 2**8 else "<u2" if top < 2**16 else "<u4" if top < 2**32 else None
     if dtype is None:  # counts past 2^32 in one cell: JS reads them as float64
         raw, dtype = array.astype("<f8").tobytes(), "<f8"
     else:
         raw = np.ascontiguousarray(array, dtype=dtype).tobytes()
-    return _deflate64(raw), dtype[1:]
+    return _deflate64(raw, zlib.Z_RLE), dtype[1:]
 
 
 def _box(counts):
@@ -56,9 +61,10 @@ def _pack_level(counts):
     return (*_pack(counts[:, ox : ox + bx, oy : oy + by]), box)
 
 
-def _deflate64(raw):
-    """Deflated (level 1: the fastest), base64 text of ``raw`` bytes."""
-    return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")
+def _deflate64(raw, strategy=zlib.Z_DEFAULT_STRATEGY):
+    """Deflated (level 1: the fastest, with ``strategy``), base64 text of ``raw`` bytes."""
+    packer = zlib.compressobj(1, zlib.DEFLATED, 15, 8, strategy)
+    return base64.b64encode(packer.compress(raw) + packer.flush()).decode("ascii")
 
 
 def _stored(levels, packed, cell, budget, used):
@@ -102,7 +108,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
     levels = pyramid.levels()
     overview = pyramid.overview_levels()
     s = pyramid.sample
-    order = np.argsort(s["row"], kind="stable")
+    order = np.argsort(s["row"])  # (a row is sampled once: no ties, stable or not)
     origin, unit = sample_frame(pyramid)
     # float32 of the coordinates themselves kept 11 heights for 3,000 rows at z[1] = 2e7
     # (a hyperplane-centred frame) and overflowed past 3e38: offsets in finest cells instead
@@ -115,10 +121,13 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         origin, unit, xy = np.zeros(2), np.ones(2), coords.astype("<f8")
     raw = [xy.tobytes(),
            s["bucket"][order].astype("<u1").tobytes(), s["row"][order].astype("<f8").tobytes()]
+    # the coordinates' low bytes are noise: Huffman coding alone took a third of level 1's
+    # time and came out no larger; the sorted rows' float64 bytes repeat, level 1 keeps them
+    strategies = [zlib.Z_HUFFMAN_ONLY, zlib.Z_RLE, zlib.Z_DEFAULT_STRATEGY]
     # deflate releases the GIL: the levels and the sample are packed side by side
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         packed = list(pool.map(_pack_level, levels))
-        points_blobs = list(pool.map(_deflate64, raw))
+        points_blobs = list(pool.map(_deflate64, raw, strategies))
         packed_overview = list(pool.map(_pack_level, overview))
     used = 0
     tier = None
