@@ -101,6 +101,28 @@ def test_sample_is_each_tiles_smallest_hashes_whatever_the_merging(workers):
     np.testing.assert_array_equal(p.sample["y"], z[p.sample["row"], 1])
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_byte_labels_count_and_sample_as_wide_ones_unknown_values_as_other(dtype):
+    """Byte labels take each row's grid from a table over the 256 values: the same as int64's."""
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(20_000, 2))
+    wide = rng.choice([0, 1, 2, 7, 100], size=20_000)  # 7 and 100: not classes, "other"
+    wide[:20] = 300  # the byte dtype wraps it to another value the model does not know
+    z[:10] = [500.0, 0.0]  # outside: every row's bucket is counted there too
+    pyramids = []
+    for labels in (wide, wide.astype(dtype)):
+        p = Pyramid(ClassMap(np.arange(3)), np.array([[-4.0, 4.0], [-4.0, 4.0]]), finest=64,
+                    tiles=8, per_tile=7)
+        stream(Blocks({"z": z, "label": labels}, block_rows=1000), p.add, workers=1)
+        pyramids.append(p)
+    a, b = pyramids
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_array_equal(a.totals, b.totals)
+    assert a.counts[3].sum() > 0  # "other" holds the unknown labels
+    for k in ("row", "bucket"):
+        np.testing.assert_array_equal(a.sample[k], b.sample[k])
+
+
 @pytest.mark.parametrize("kind", ["gaussian", "incompressible", "incompressible, overview"])
 def test_file_size_is_bounded_at_100_million_rows(kind):
     """Synthetic counts of 10^8 rows (no rows needed: the counts are what is stored)."""

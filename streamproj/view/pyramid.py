@@ -212,6 +212,7 @@ class Pyramid:
         dtype = np.uint32 if n_rows < 2**32 else np.uint64
         self.counts = np.zeros((classmap.n_buckets, *self.shape), dtype=dtype)
         self._bucket_offset = np.arange(classmap.n_buckets, dtype=np.intp) * (shape[0] * shape[1])
+        self._offset_tables: dict[str, np.ndarray] = {}
         # the overview: its own grid and levels, the counts of every row inside it, and which
         # of its cells hold rows beyond this grid
         self.overview: dict[str, Any] | None = None
@@ -277,19 +278,40 @@ class Pyramid:
         tile += self._tile_of_y.take(iy)
         return inside, ix, iy, tile
 
+    def _key_offsets(self, labels):
+        """Each label's bucket times a bucket's cells: where its grid starts in the flat counts.
+
+        Byte labels (the usual ``y``) take it from a table over the 256 values: one gather
+        instead of the bucket's two and the offset's.
+        """
+        if labels.dtype.kind not in "iu" or labels.dtype.itemsize != 1:
+            return self._bucket_offset.take(self.classmap.index(labels))
+        table = self._offset_tables.get(labels.dtype.str)
+        if table is None:
+            values = np.arange(256, dtype=np.uint8).view(labels.dtype)
+            table = self._offset_tables[labels.dtype.str] = self._bucket_offset.take(
+                self.classmap.index(values))
+        return table.take(labels.view(np.uint8))
+
     def add(self, block, start=0):
         """Add one block (``z``, ``label``) whose first row is row ``start``."""
         z = np.asarray(block["z"], dtype=np.float64)
         i, j = self.axes
         x, y = z[:, i], z[:, j]
-        bucket = self.classmap.index(block["label"])
+        labels = np.asarray(block["label"]).ravel()
+        offset = self._key_offsets(labels)
         inside, ix, iy, tile = self._cells(x, y)
         gy = self.shape[1]
         out_b, non_finite, far = None, 0, None
+        # every row's bucket only where rows leave this grid; else the candidates' alone
+        bucket = None
         if inside is None:
-            b, rows, n_inside = bucket, None, x.size
+            rows, n_inside = None, x.size
         else:
-            b, rows, n_inside = bucket[inside], inside + start, inside.size
+            rows, n_inside = inside + start, inside.size
+            offset = offset[inside]
+        if self.overview is not None or n_inside < x.size:
+            bucket = self.classmap.index(labels)
         if self.overview is not None:  # every row counted there; those beyond this grid marked
             beyond = None
             if n_inside < x.size:
@@ -301,23 +323,25 @@ class Pyramid:
             gone = np.ones(x.size, dtype=bool)
             gone[inside] = False
         if n_inside < x.size:
+            assert bucket is not None  # (found above for such a block)
             out_b = np.bincount(bucket[gone], minlength=self.classmap.n_buckets)
             non_finite = int(np.count_nonzero(~(np.isfinite(x[gone]) & np.isfinite(y[gone]))))
         keys = ix  # (ix and iy are not needed after this: worked on in place)
         keys *= gy
         keys += iy
-        keys += self._bucket_offset.take(b)
+        keys += offset
         add_keys(self.counts.reshape(-1), keys, self._lock)
         if far is not None and far.size:  # rows on the overview alone are sampled too
             at = np.concatenate([inside if inside is not None else np.arange(x.size), far])
             tile = np.concatenate([tile, self._tiles(x[far], y[far])])
-            rows, b, inside = at + start, bucket[at], at
+            rows, inside = at + start, at
         # every row inside (the usual case): the rows are start, start + 1, ..., hashed in place
         h = row_hash(rows) if inside is not None else _range_hash(start, x.size)
         keep = np.flatnonzero(h < self._thresh.take(tile))  # a stale threshold only lets more through
         at = keep if inside is None else inside[keep]
         cand = {"tile": tile[keep], "hash": h[keep], "x": x[at], "y": y[at],
-                "bucket": b[keep], "row": at + start}
+                "bucket": self.classmap.index(labels[at]) if bucket is None else bucket[at],
+                "row": at + start}
         batch = None
         with self._lock:
             if out_b is not None:
