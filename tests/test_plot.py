@@ -207,6 +207,24 @@ def test_data_in_tiny_units_fill_the_picture_not_one_cell_of_it():
                                [[2.85e-13, 3.15e-13], [-0.05, 0.05]])
 
 
+@pytest.mark.parametrize("scale", [1e-306, 1e-315])
+def test_data_spread_past_a_cells_reach_are_drawn_like_a_flat_column(scale):
+    # a spread of 1e-306 (or subnormal) is not flat against the values' size, but its cells
+    # (span / bins) and densities (1 / width) overflow: the picture raised (infinite axis
+    # limits) or indexed a cell at -2**63, where limits of ±0.05 had drawn it
+    from streamproj.plot.picture import Source, draw_source
+
+    rng = np.random.default_rng(3)
+    label = rng.integers(0, 2, size=4000)
+    z = (rng.normal(size=(4000, 2)) + np.array([[-2.0, 0.0], [2.0, 0.0]])[label]) * scale
+    source = Source(Blocks({"z": z, "label": label}, block_rows=1000), np.arange(2), np.eye(2),
+                    np.zeros(2), np.eye(2), np.zeros(2), ["z0", "z1"], "tiny", "model", "y")
+    s = draw_source(source).streamproj_summary
+    assert np.isfinite(s.limits).all()
+    assert s.outside[(0, 1)] == 0
+    np.testing.assert_array_equal(s.rows[:2], np.bincount(label))
+
+
 def _class_spread_alone(values, labels, reach, pad, min_rows=20):
     """class_spread_limits as it was written first, one spec at a time."""
     lim = spread_limits(values, reach=reach, pad=pad)

@@ -286,6 +286,9 @@ def robust_limits(values, tail=0.001, pad=0.05):
 
 
 QUANTILE_ROWS = 50_000
+# the narrowest limits drawn: 1e58 of room for the cells, magnification and densities below
+# the largest float; data spread less are drawn in this span around them, as a flat column
+SMALLEST_SPAN = 1e-250
 
 
 def spread_limits(values, core=0.01, reach=0.5, pad=0.05):
@@ -354,6 +357,9 @@ def _padded(lo, hi, pad):
     size = np.maximum(np.abs(lo), np.abs(hi))
     flat = span <= 1e-12 * size
     span = np.where(flat, np.where(size > 0, size, 1.0), span)
+    # and at least SMALLEST_SPAN: a span of 1e-306 (or a subnormal one) is no flat column, but
+    # its cells' scale (bins / span) and the margin's densities (1 / cell width) overflow
+    span = np.maximum(span, SMALLEST_SPAN)
     return np.column_stack([lo - pad * span, hi + pad * span])
 
 
