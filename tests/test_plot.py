@@ -123,6 +123,31 @@ def test_summary_counts_non_finite_and_far_rows_outside_and_each_side_of_the_bou
     assert s.outside[(0, 1)] == np.count_nonzero(~inside)
 
 
+@pytest.mark.parametrize(("limits", "x"), [
+    # a subnormal span: bins / span is infinite
+    ([[0.0, 2e-323], [-1.0, 1.0]], [0.0, 5e-324, 1e-323, 1e-323, 1.5e-323, 2e-323, 0.0]),
+    # a span past the largest float: bins / span is 0
+    ([[-1e308, 1e308], [-1.0, 1.0]], [-1e308, -1e307, 0.0, 1.0, 5e307, 1e308, 9e307]),
+])
+def test_a_block_inside_degenerate_limits_is_counted_as_cell_keys_counts_it(limits, x):
+    # the inside fast path skipped the clipping that sends NaN (0 * inf, inf * 0) to the
+    # border: its keys were -2**63 + ... (an IndexError, or a wrong cell once wrapped)
+    from streamproj.plot.summary import cell_keys
+
+    limits, x = np.array(limits), np.array(x)
+    y = np.linspace(-1.0, 1.0, 7)
+    z, labels = np.column_stack([x, y]), np.array([0, 1, 0, 1, 0, 1, 0], dtype=np.int8)
+    s = PictureSummary(ClassMap(np.array([0, 1])), limits, [(0, 1)], {(0, 1): (4, 6)},
+                       margin_bins=8)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s.add({"z": z, "label": labels})
+        keys = cell_keys(x, y, labels, limits, (4, 6))
+    want = np.bincount(keys, minlength=s._padded[(0, 1)].size).reshape(s._padded[(0, 1)].shape)
+    inner = want[:, 1:-1, 1:-1]  # (the border's side of a NaN cell aside)
+    np.testing.assert_array_equal(s.grids[(0, 1)], inner)
+    assert s.outside[(0, 1)] == 7 - inner.sum()
+
+
 def test_an_array_shared_by_two_names_is_read_once_per_block():
     labels = CountingArray(np.arange(5000) % 3, 1000)
     z = np.zeros((5000, 2))

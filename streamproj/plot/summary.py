@@ -102,8 +102,11 @@ def _cells(v, limits, n, inside=False):
     """
     lo, hi = limits
     f = np.subtract(v, lo, dtype=np.float64)
-    f *= n / (hi - lo)
-    if not inside:
+    scale = n / (hi - lo)
+    f *= scale
+    # (only where the scale is a finite, positive number: a subnormal span's is infinite and a
+    # span past the largest float's 0, and 0 * inf or inf * 0 is a NaN the clipping must meet)
+    if not (inside and 0.0 < scale < np.inf):
         np.floor(f, out=f)
         np.fmax(f, -1.0, out=f)
         np.fmin(f, float(n), out=f)
