@@ -1,5 +1,6 @@
 """BoundaryProjector: a scikit-learn estimator over streaming class summaries."""
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -996,6 +997,12 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """
         meta, stats, solution = record
         params = dict(meta["params"])
+        if isinstance(params.get("shrinkage"), str) and params["shrinkage"] not in ("auto", "oas"):
+            # the first models (before the estimator checked its parameters) stored the string
+            # given, which the solver normalised where it was used: "none", "None", "0.5"
+            # (another string is refused below, as the parameter it is)
+            with contextlib.suppress(InputError):
+                params["shrinkage"] = solvers.validate_shrinkage(params["shrinkage"])
         if isinstance(params.get("boundary"), dict):
             given = params["boundary"]
             params["boundary"] = {

@@ -452,6 +452,23 @@ def test_a_hand_edited_parameter_value_is_refused_on_reading(setup, capsys, tmp_
         sp.load(d / "m")
 
 
+@pytest.mark.parametrize(("stored", "read"), [("none", None), ("None", None), ("0.25", 0.25)])
+def test_a_shrinkage_stored_as_the_first_models_stored_it_is_read(setup, stored, read):
+    # before parameters were checked by the estimator (845f778), BoundaryProjector(shrinkage=
+    # "none") was accepted, normalised where it was used, and stored as given: such a model
+    # loaded, projected and (its shrinkage read as the solver reads it) updated
+    import json
+
+    d, X, _ = setup
+    path = d / "m" / "v000001" / "model.json"
+    content = json.loads(path.read_text())
+    content["params"]["shrinkage"] = stored
+    path.write_text(json.dumps(content))
+    model = sp.load(d / "m")
+    assert model.shrinkage == read
+    assert model.transform(X[:5]).shape == (5, 2)
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ('{"coef": [["a", "b", "c"]], "intercept": [0]}', "b.json: coef must be numbers"),
     ('{"coef": [[1, 2, 3], [1, 2]], "intercept": [0, 1]}', "b.json: coef must be numbers"),
