@@ -76,6 +76,11 @@ __all__ = [
 DEFAULT_REPROJECT_DEGREES = 1.0
 
 
+def _names(text, path):
+    """Whether ``text`` names ``path`` as a whole word (a model "m" is not in "damaged")."""
+    return re.search(rf"(?:^|[\s'(]){re.escape(str(path))}(?:$|[\s:')])", text) is not None
+
+
 @contextlib.contextmanager
 def _context(prefix, columns=None):
     """Prefix user errors with where they happened (the file and array).
@@ -96,7 +101,7 @@ def _context(prefix, columns=None):
                           lambda m: f"(column {columns[int(m.group(1))]})"
                           if int(m.group(1)) < len(columns) else m.group(0), text)
         # (a model's reader names the model's path itself: "m: no model at m" said it twice)
-        if not text.startswith(prefix) and not (isinstance(exc, ModelError) and prefix in text):
+        if not text.startswith(prefix) and not (isinstance(exc, ModelError) and _names(text, prefix)):
             text = f"{prefix}: {text}"
         if text == str(exc):
             raise

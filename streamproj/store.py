@@ -1021,8 +1021,8 @@ def _refuse_foreign_entries(url, dest):
 
 
 def _refuse_existing(url, appendable):
-    more = (", or --append (mode='append') to add new rows to it in its frame" if appendable
-            else "")
+    more = (", or add new rows to it in its frame with --append (an output that 'streamproj "
+            "project' wrote from its inputs)" if appendable else "")
     msg = f"output {url} exists; pass --overwrite (overwrite=True) to replace it{more}"
     raise OutputExistsError(msg)
 

@@ -45,7 +45,7 @@ def test_existing_output_needs_overwrite(tmp_path):
     X, y = make_coin(n=200)
     m = sp.BoundaryProjector().fit(X, y)
     jobs.project(m, X, tmp_path / "out.zarr")
-    with pytest.raises(OutputExistsError, match="--overwrite .* or --append"):
+    with pytest.raises(OutputExistsError, match="--overwrite .* with --append"):
         jobs.project(m, X, tmp_path / "out.zarr")
     jobs.project(m, X * 2, tmp_path / "out.zarr", overwrite=True)
     (tmp_path / "folder").mkdir()  # not an output: nothing to append to
@@ -329,3 +329,15 @@ def test_a_regression_target_given_as_labels_is_refused_by_the_command_as_by_the
     assert main(["update", str(tmp_path / "m"), str(tmp_path / "target.zarr")]) == 2
     assert "Unknown label type: continuous" in one_error_line(capsys)
     assert sp.load(tmp_path / "m").stats_.n_samples == 400
+
+
+def test_a_model_error_keeps_its_prefix_unless_it_names_the_path_as_a_word():
+    # "prefix in text" took the model "m" as named by any message holding the letter m
+    from streamproj.errors import ModelError
+
+    for message, said in [("the model is damaged", "m: the model is damaged"),
+                          ("no model at m: fit one there first", "no model at m: fit one there first"),
+                          ("model m (version v000001) is damaged", "model m (version v000001) is damaged")]:
+        with pytest.raises(ModelError) as info, jobs._context("m"):
+            raise ModelError(message)
+        assert str(info.value) == said
