@@ -105,9 +105,10 @@ def test_summary_counts_non_finite_and_far_rows_outside_and_each_side_of_the_bou
         np.testing.assert_array_equal(s.margin[k], np.histogram(x[in_margin], np.linspace(-3, 3, 25))[0])
     assert s.outside[(0, 1)] == np.count_nonzero(~inside)
     np.testing.assert_array_equal(s.rows[:2], np.bincount(labels))
-    # the wrong side: class 0 with z[0] > 0, class 1 with z[0] <= 0 (NaN is not > 0)
+    # the wrong side: class 0 with z[0] > 0, class 1 with z[0] <= 0; a NaN z[0] is on neither
+    # side (it was counted on class 0's, so class 1's NaN rows were "on the wrong side")
     assert s.wrong[0] == np.count_nonzero((labels == 0) & (x > 0))
-    assert s.wrong[1] == np.count_nonzero((labels == 1) & ~(x > 0))
+    assert s.wrong[1] == np.count_nonzero((labels == 1) & (x <= 0))
     np.testing.assert_array_equal(s.extremes, [[-np.inf, np.inf], [np.nanmin(y), np.nanmax(y)]])
     # blocks wholly inside the limits (their cells found without clipping), edges included:
     # a row at the upper limit is outside, as histogram2d's half-open cells have it

@@ -161,9 +161,9 @@ class PictureSummary:
         self.grids = {p: g[:, 1:-1, 1:-1] for p, g in self._padded.items()}
         self.margin_bins = margin_bins
         self.binary = binary
-        # per class, cell and (for one boundary) side of z[0] = 0: every row falls in one, so
-        # the rows per class and on the wrong side are sums of it, not counts of their own
-        self._margin_padded = np.zeros((nb, margin_bins + 2, 1 if binary is None else 2),
+        # per class, cell and (for one boundary) side of z[0] = 0, or neither (NaN): every row
+        # falls in one, so the rows per class and on the wrong side are sums of it
+        self._margin_padded = np.zeros((nb, margin_bins + 2, 1 if binary is None else 3),
                                        dtype=np.int64)
         self.choice, self.own_choice = choice, own_choice
         # each axis's least and greatest finite value: how far the rows outside lie
@@ -218,7 +218,7 @@ class PictureSummary:
         if self.binary is not None:
             b0, b1 = self.binary
             wrong[b0] = self._margin_padded[b0, :, 1].sum()  # z[0] > 0
-            wrong[b1] = self._margin_padded[b1, :, 0].sum()  # z[0] <= 0 (or NaN)
+            wrong[b1] = self._margin_padded[b1, :, 0].sum()  # z[0] <= 0 (NaN is on neither)
         return wrong
 
     def add(self, block, _start=0):
@@ -243,9 +243,11 @@ class PictureSummary:
             add_keys(self._padded[pair].reshape(-1), keys, self._lock)
         keys = _cells(columns[0], self.limits[0], self.margin_bins, inside[0])
         sides = self._margin_padded.shape[2]
-        if sides == 2:  # the side of the boundary: cell * 2 + (z[0] > 0)
-            keys *= 2
+        if sides == 3:  # the side of the boundary: cell * 3 + (z[0] > 0), + 2 where NaN
+            keys *= 3
             keys += columns[0] > 0
+            if nan[0]:  # (a NaN z[0] was counted on class 0's side, so class 1's wrong)
+                keys += 2 * np.isnan(columns[0])
         offset = bucket * ((self.margin_bins + 2) * sides)
         offset += sides
         keys += offset
