@@ -499,6 +499,21 @@ class _SummaryClassifier:
                                     dtype=np.float64)
         return spread(proba)
 
+    def _full_decisions(self, scores):
+        """Decision scores over ``classes_``: a declared class without rows gets -inf.
+
+        Two solved classes among more declared give their log-odds ``d`` as the
+        columns ``(0, d)`` (whose softmax is ``expit(d)``).
+        """
+        if self._labels_.shape[0] == self.classes_.shape[0]:
+            return scores
+        lazy = isinstance(scores, da.Array)
+        if scores.ndim == 1:
+            scores = (da if lazy else np).stack([(da if lazy else np).zeros_like(scores), scores], axis=1)
+        if lazy:
+            scores = scores.rechunk({1: -1})
+        return self._full_columns(scores, -np.inf)
+
     def score(self, X, y, sample_weight=None):
         """Mean accuracy of :meth:`predict` on (X, y); lazy inputs are read once, chunk by chunk."""
         predicted = self.predict(X)
@@ -813,8 +828,12 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         return scores[:, 0] if self._score_coef_.shape[0] == 1 else scores
 
     def decision_function(self, X: Any) -> np.ndarray | da.Array:
-        """``X @ coef_.T + intercept_`` (computed in centred form): (n,) for two classes, else (n, K)."""
-        return self._decisions(self._apply_rows(X))
+        """``X @ coef_.T + intercept_`` (computed in centred form): (n,) for two classes, else (n, K).
+
+        Columns follow ``classes_``; a class declared in ``partial_fit(classes=...)``
+        that has no rows yet gets -inf.
+        """
+        return self._full_decisions(self._decisions(self._apply_rows(X)))
 
     def _decisions(self, X):
         """:meth:`decision_function` of validated rows (numpy, or dask for a lazy result)."""

@@ -130,11 +130,15 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         return _log_posterior_block(X, self._qda_)
 
     def decision_function(self, X: Any) -> Any:
-        """Log posteriors (n, K), or their difference ``log p(1|x) - log p(0|x)`` for two classes."""
+        """Log posteriors (n, K), or their difference ``log p(1|x) - log p(0|x)`` for two classes.
+
+        Columns follow ``classes_``; a class declared in ``partial_fit(classes=...)``
+        that has no rows yet gets -inf.
+        """
         scores = self._log_posterior(self._apply_rows(X))
         if scores.shape[1] == 2:
-            return scores[:, 1] - scores[:, 0]
-        return scores
+            scores = scores[:, 1] - scores[:, 0]
+        return self._full_decisions(scores)
 
     def predict(self, X: Any) -> Any:
         """Predicted class labels (a lazy dask array for lazy input)."""

@@ -462,3 +462,23 @@ def test_scikit_learn_clone_and_set_params(coin):
     assert copy.set_params(center="hyperplane").center == "hyperplane"
     with pytest.raises(InputError, match="unknown parameter 'centre'; valid: bfloat16, boundary, center"):
         copy.set_params(centre="mean")
+
+
+@pytest.mark.parametrize("estimator", [lambda: sp.BoundaryProjector(n_components=2), sp.StreamingQDA])
+@pytest.mark.parametrize("with_rows", [[1, 3, 5], [1, 3]])
+def test_decision_columns_follow_classes_when_a_declared_class_has_no_rows(estimator, with_rows):
+    # classes_ lists every declared class; decision_function's columns must follow it
+    # (argmax over them read through classes_ gave another class's label)
+    rng = np.random.default_rng(5)
+    X = np.vstack([rng.normal(size=(30, 3)) + 2 * k for k in range(len(with_rows))])
+    y = np.repeat(with_rows, 30)
+    m = estimator().partial_fit(X, y, classes=[0, 1, 3, 5, 9])
+    for rows in (X, da.from_array(X, chunks=25)):
+        scores = np.asarray(m.decision_function(rows))
+        assert scores.shape == (len(X), 5)
+        np.testing.assert_array_equal(m.classes_[scores.argmax(axis=1)], m.predict(X))
+        empty = ~np.isin(m.classes_, with_rows)
+        assert np.all(scores[:, empty] == -np.inf)
+        top = scores.max(axis=1, keepdims=True)
+        soft = np.exp(scores - top) / np.exp(scores - top).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(soft, m.predict_proba(X), atol=1e-12)
