@@ -508,8 +508,9 @@ class _SummaryClassifier:
         if self._labels_.shape[0] == self.classes_.shape[0]:
             return scores
         lazy = isinstance(scores, da.Array)
+        xp = da if lazy else np
         if scores.ndim == 1:
-            scores = (da if lazy else np).stack([(da if lazy else np).zeros_like(scores), scores], axis=1)
+            scores = xp.stack([xp.zeros_like(scores), scores], axis=1)
         if lazy:
             scores = scores.rechunk({1: -1})
         return self._full_columns(scores, -np.inf)

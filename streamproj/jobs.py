@@ -1505,8 +1505,8 @@ def _output_state(out):
     try:
         group = store.open_output(out, missing_ok=True)  # (None: nothing on an object store yet)
     except StreamprojError:
-        if store.is_local(out) and Path(store.expand_user(out)).is_dir() and not any(
-                Path(store.expand_user(out)).iterdir()):
+        folder = Path(store.expand_user(out)) if store.is_local(out) else None
+        if folder is not None and folder.is_dir() and not any(folder.iterdir()):
             return None  # an empty folder
         raise
     if group is None:
