@@ -85,7 +85,7 @@
     return beyond > 0 ? overview : levels;
   }
 
-  function choose() {
+  function choose(spread = true) {
     const list = tierInView();
     const px = view.s * view.k * dpr, py = view.s * dpr;
     const sx = list[0].cw * px, sy = list[0].ch * py;  // (every level's ratio)
@@ -108,7 +108,72 @@
       const { mx, my } = merge(list[l]), lv = list[l];
       if (Math.min(lv.cw * mx * px, lv.ch * my * py) >= 1) best = { tier, l, mx, my };
     }
-    return best;
+    // sparse rows: coarser levels (see SPREAD_PX), never where the sampled rows are drawn
+    const sized = best.l;
+    while (spread && best.l > 0) {
+      const lv = list[best.l], c = { tier, l: best.l - 1, ...merge(list[best.l - 1]) }, up = list[c.l];
+      if (Math.max(up.cw * c.mx * px, up.ch * c.my * py) > SPREAD_PX) break;
+      const css = Math.min(lv.cw * best.mx * view.s * view.k, lv.ch * best.my * view.s);
+      if (best.l === list.length - 1 && css >= POINTS_FROM) break;  // (drawPoints' test)
+      if (!sparse(best)) break;
+      best = c;
+    }
+    return { ...best, sized };
+  }
+
+  // Dust: few rows over cells a pixel or two across draw scattered single pixels, barely
+  // seen. As datashader's dynspread, the rows in view are sparse where fewer than half the
+  // cells that hold a shown row have one among their 8 neighbours; choose() then draws the
+  // next coarser level (each doubles a cell's side, its counts exact as any level's) while
+  // that holds and its cells are at most SPREAD_PX device pixels a side: 8, about dynspread's
+  // largest spread (max_px 3, a pixel grown to 7 x 7), so that a cell still reads as a
+  // place, not a block. Dense data are not sparse at the pixel-size level: their choice is
+  // as it was. The measure is of the cells in view only (about one a device pixel at most),
+  // kept for the view drawn (a hover asks again), and stops once the answer is settled.
+  const SPREAD_PX = 8, SPARSE = 0.5;
+  const sparseSeen = new Map();
+  // the cells render has just coloured (the pixel-size level's): measured from them if asked
+  let coloured = null;
+  function sparseKey(g, box) { return `${g.tier},${g.l},${g.mx},${g.my},${box.join()},${hidden.join()}`; }
+  function sparse(at) {
+    const g = gridOf(at), box = cellsInView(g), key = sparseKey(g, box);
+    if (sparseSeen.has(key)) return sparseSeen.get(key);
+    if (coloured && coloured.key === key) {
+      const c = coloured.cells;
+      return noteSparse(key, c.shown, c.nx, c.ny, c.held);
+    }
+    const [ix0, ix1, iy0, iy1] = box, nx = ix1 - ix0, ny = iy1 - iy0, plane = g.gx * g.gy;
+    const occ = new Uint8Array(Math.max(0, nx * ny));
+    for (let k = 0; k < B; k++) {
+      if (hidden[k]) continue;
+      for (let ix = 0; ix < nx; ix++) {
+        const from = k * plane + (ix0 + ix) * g.gy + iy0, to = ix * ny;
+        for (let iy = 0; iy < ny; iy++) if (g.counts[from + iy]) occ[to + iy] = 1;
+      }
+    }
+    let n = 0;
+    for (let q = 0; q < occ.length; q++) n += occ[q];
+    return noteSparse(key, occ, ny, nx, n);
+  }
+  // a: the cells in view, h rows of w, non-zero where a shown row is; n of them. Those with
+  // a neighbour are counted until at least half of them have one, or more than half cannot.
+  function noteSparse(key, a, w, h, n) {
+    let near = 0, alone = 0;
+    for (let y = 0; y < h && near < SPARSE * n && alone <= (1 - SPARSE) * n; y++) {
+      const up = y > 0, down = y < h - 1;
+      for (let x = 0, q = y * w; x < w; x++, q++) {
+        if (!a[q]) continue;
+        const left = x > 0, right = x < w - 1;
+        if ((left && (a[q - 1] || (up && a[q - w - 1]) || (down && a[q + w - 1]))) ||
+            (right && (a[q + 1] || (up && a[q - w + 1]) || (down && a[q + w + 1]))) ||
+            (up && a[q - w]) || (down && a[q + w])) near++;
+        else alone++;
+      }
+    }
+    const out = n > 0 && near < SPARSE * n;
+    if (sparseSeen.size >= 8) sparseSeen.delete(sparseSeen.keys().next().value);
+    sparseSeen.set(key, out);
+    return out;
   }
 
   // A level's cells merged mx x my (powers of two, so they divide its sides): sums of its
@@ -182,43 +247,61 @@
     return out;
   }
 
+  // The cells of grid lv in view as an image of a pixel each: colours mixed by count and
+  // opacities against vmax. Also: each one's shown rows (shown, rows of nx) and how many
+  // hold one (held), the rows in view.
+  function colour(lv) {
+    const box = cellsInView(lv), [ix0, ix1, iy0, iy1] = box;
+    // the shading's scale: the densest cell in view (as datashader shades each view), so a
+    // zoomed-in dense core is not flat
+    let vmax = 1, rowsInView = 0, held = 0;
+    const nx = Math.max(0, ix1 - ix0), ny = Math.max(0, iy1 - iy0), shown = new Float64Array(nx * ny);
+    if (!nx || !ny) return { box, nx, ny, shown, held, vmax, rowsInView, img: null };
+    const plane = lv.gx * lv.gy, img = offctx.createImageData(nx, ny), px = img.data;
+    // colours first, each cell's shown rows kept, then the opacities against vmax
+    for (let ix = ix0; ix < ix1; ix++) {
+      for (let iy = iy0; iy < iy1; iy++) {
+        const c = ix * lv.gy + iy;
+        let t = 0, rr = 0, gg = 0, bb = 0;
+        for (let k = 0; k < B; k++) {
+          if (hidden[k]) continue;
+          const v = lv.counts[k * plane + c];
+          if (v) { t += v; rr += v * colors[k][0]; gg += v * colors[k][1]; bb += v * colors[k][2]; }
+        }
+        if (!t) continue;
+        const q = (ny - 1 - (iy - iy0)) * nx + (ix - ix0), o = 4 * q;
+        px[o] = rr / t; px[o + 1] = gg / t; px[o + 2] = bb / t;
+        shown[q] = t;
+        held++;
+        rowsInView += t;
+        if (t > vmax) vmax = t;
+      }
+    }
+    const logmax = Math.log1p(vmax);
+    for (let q = 0; q < shown.length; q++) {
+      if (shown[q]) px[4 * q + 3] = 255 * Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(shown[q]) / logmax);
+    }
+    return { box, nx, ny, shown, held, vmax, rowsInView, img };
+  }
+
   function render() {
     const r = plotRect();
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
-    const lv = gridOf(choose()), li = lv.l, cw = lv.cw, ch = lv.ch, x0 = lv.x0, y0 = lv.y0;
-    // the shading's scale: the densest cell in view (as datashader shades each view), so a
-    // zoomed-in dense core is not flat
-    let vmax = 1, rowsInView = 0;
-    const [ix0, ix1, iy0, iy1] = cellsInView(lv);
+    // the pixel-size level's cells first: choose() measures them as they are (no second
+    // pass over the cells in view for dense data); a coarser level's where they are sparse
+    const sized = choose(false);
+    let lv = gridOf(sized), cells = colour(lv);
+    coloured = { key: sparseKey(lv, cells.box), cells };
+    const chosen = choose();
+    coloured = null;
+    if (chosen.l !== sized.l) { lv = gridOf(chosen); cells = colour(lv); }
+    const li = lv.l, cw = lv.cw, ch = lv.ch, x0 = lv.x0, y0 = lv.y0;
+    const { vmax, rowsInView, nx, ny, img } = cells, [ix0, , , iy1] = cells.box;
     ctx.save();
     ctx.beginPath(); ctx.rect(r.l, r.t, r.w, r.h); ctx.clip();
-    if (ix1 > ix0 && iy1 > iy0) {
-      const nx = ix1 - ix0, ny = iy1 - iy0, plane = lv.gx * lv.gy;
+    if (img) {
       off.width = nx; off.height = ny;
-      const img = offctx.createImageData(nx, ny), px = img.data, shown = new Float64Array(nx * ny);
-      // colours first, each cell's shown rows kept, then the opacities against vmax
-      for (let ix = ix0; ix < ix1; ix++) {
-        for (let iy = iy0; iy < iy1; iy++) {
-          const c = ix * lv.gy + iy;
-          let t = 0, rr = 0, gg = 0, bb = 0;
-          for (let k = 0; k < B; k++) {
-            if (hidden[k]) continue;
-            const v = lv.counts[k * plane + c];
-            if (v) { t += v; rr += v * colors[k][0]; gg += v * colors[k][1]; bb += v * colors[k][2]; }
-          }
-          if (!t) continue;
-          const q = (ny - 1 - (iy - iy0)) * nx + (ix - ix0), o = 4 * q;
-          px[o] = rr / t; px[o + 1] = gg / t; px[o + 2] = bb / t;
-          shown[q] = t;
-          rowsInView += t;
-          if (t > vmax) vmax = t;
-        }
-      }
-      const logmax = Math.log1p(vmax);
-      for (let q = 0; q < shown.length; q++) {
-        if (shown[q]) px[4 * q + 3] = 255 * Math.min(1, MIN_ALPHA + (1 - MIN_ALPHA) * Math.log1p(shown[q]) / logmax);
-      }
       offctx.putImageData(img, 0, 0);
       const [sx, sy] = toScreen(x0 + ix0 * cw, y0 + iy1 * ch);
       ctx.imageSmoothingEnabled = false;
@@ -235,6 +318,8 @@
       (view.k !== 1 ? `${aspectNote()} · ` : "") +
       `zoom ${fmt(view.s / home.s)}x · ${lv.tier === "overview" ? `overview level ${li + 1} of ${overview.length}`
         : `level ${li + 1} of ${levels.length}`} (${lv.gx} x ${lv.gy} cells, cell ${cellText(lv)})` +
+      // coarser than the screen's pixels allow: sparse rows (choose)
+      (li < chosen.sized ? ` · ${chosen.sized - li} level${chosen.sized - li > 1 ? "s" : ""} coarser: rows sparse` : "") +
       // the rows the cells in view hold beside the points drawn: at deep zoom a few dozen
       // sampled rows stand for thousands, and the page says so
       (pointsShown ? ` · ${pointsShown.toLocaleString()} sampled rows drawn` +
@@ -676,10 +761,10 @@
   }
 
   api.state = () => {
-    const { tier, l, mx, my } = choose();
+    const { tier, l, mx, my, sized } = choose();
     const lv = (tier === "overview" ? overview : levels)[l];
     const cellPx = [lv.cw * mx * view.s * view.k, lv.ch * my * view.s];  // on screen
-    return { ...view, tier, level: l, merge: [mx, my], cellPx, levels: levels.length, overviewLevels: overview.length,
+    return { ...view, tier, level: l, sizedLevel: sized, merge: [mx, my], cellPx, levels: levels.length, overviewLevels: overview.length,
       hidden: hidden.slice(), pointsShown,
       pointsInView, pointsCap: POINTS_CAP, aspect: aspectNote(), boundaryDrawn };
   };
