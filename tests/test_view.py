@@ -1401,3 +1401,206 @@ def test_browser_a_sampled_row_past_float32_in_cells_is_where_its_row_is(page_of
     assert np.isin(rows, np.flatnonzero(away)).any()
     np.testing.assert_array_equal(got[:, :2], z[rows][:, :2])
     assert problems == []
+
+
+# ---------------------------------------------------------------- sparse rows: coarser cells
+def _two_classes(n, spread=3.0, seed=7, keep=None):
+    """Two Gaussian classes (``keep``: how many rows of class 1 to keep, the rest dropped)."""
+    X, y = make_classes(n=n, p=4, k=2, seed=seed, spread=spread)
+    if keep is not None:
+        drop = np.flatnonzero(y == 1)[keep:]
+        X, y = np.delete(X, drop, axis=0), np.delete(y, drop)
+    return view_projection(sp.BoundaryProjector().fit(X, y), X, y)
+
+
+def _is_sparse(counts, hidden, box):
+    """datashader's dynspread test over the cells in ``box``: fewer than half the cells holding
+    a shown row have one among their 8 neighbours."""
+    ix0, ix1, iy0, iy1 = box
+    shown = [k for k in range(counts.shape[0]) if k not in hidden]
+    held = counts[shown][:, ix0:ix1, iy0:iy1].sum(axis=0) > 0
+    pad = np.pad(held, 1)
+    near = np.zeros_like(held)
+    for dx, dy in itertools.product((-1, 0, 1), repeat=2):
+        if dx or dy:
+            near |= pad[1 + dx:pad.shape[0] - 1 + dx, 1 + dy:pad.shape[1] - 1 + dy]
+    return held.any() and np.count_nonzero(held & near) < 0.5 * np.count_nonzero(held)
+
+
+def _expected_levels(page, view, hidden=()):
+    """The level of cells a device pixel a side, and the one drawn: coarser (to 8 px cells at
+    most, never off the finest level where its sampled rows show) while the rows in view are
+    sparse. For square cells at equal aspect (no merging)."""
+    st = page.evaluate("window.streamproj.state()")
+    assert (st["k"], st["merge"], st["tier"]) == (1, [1, 1], "fine")
+    dpr = page.evaluate("window.devicePixelRatio")
+    r = page.evaluate("window.streamproj.plotRect()")
+    (dx0, dy1) = page.evaluate(f"window.streamproj.toData({r['l']}, {r['t']})")
+    (dx1, dy0) = page.evaluate(f"window.streamproj.toData({r['l'] + r['w']}, {r['t'] + r['h']})")
+    p = view.pyramid
+    (x0, x1), (y0, y1) = p.extent
+    levels = p.levels()[: view.stored_levels]
+
+    def side(lv):  # (the cell's sides in data units)
+        return (x1 - x0) / lv.shape[1], (y1 - y0) / lv.shape[2]
+
+    def box(lv):
+        cw, ch = side(lv)
+        gx, gy = lv.shape[1:]
+        return (max(0, int(np.floor((dx0 - x0) / cw))), min(gx, int(np.ceil((dx1 - x0) / cw))),
+                max(0, int(np.floor((dy0 - y0) / ch))), min(gy, int(np.ceil((dy1 - y0) / ch))))
+
+    sized = max([0] + [i for i, lv in enumerate(levels) if min(side(lv)) * st["s"] * dpr >= 1])
+    level = sized
+    while level > 0:
+        if max(side(levels[level - 1])) * st["s"] * dpr > 8:
+            break
+        if level == len(levels) - 1 and min(side(levels[level])) * st["s"] >= 8:
+            break
+        if not _is_sparse(levels[level], hidden, box(levels[level])):
+            break
+        level -= 1
+    return sized, level, box(levels[level])
+
+
+TINTED = """() => { const c = document.getElementById('sp-canvas'), r = window.streamproj.plotRect();
+  const dpr = window.devicePixelRatio || 1, d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  // inside the plot: pixels of a class's colour, however faint (grey and black are not)
+  let blue = 0, orange = 0;
+  for (let y = Math.ceil((r.t + 2) * dpr); y < Math.floor((r.t + r.h - 2) * dpr); y++)
+    for (let x = Math.ceil((r.l + 2) * dpr); x < Math.floor((r.l + r.w - 2) * dpr); x++) {
+      const i = 4 * (y * c.width + x);
+      if (d[i + 2] > d[i] + 20) blue++; else if (d[i] > d[i + 2] + 20) orange++;
+    }
+  return {blue, orange, both: blue + orange}; }"""
+
+
+@pytest.fixture(scope="module")
+def sparse_view():
+    return _two_classes(1000)
+
+
+def test_browser_sparse_rows_are_drawn_in_coarser_cells_than_pixels(page_of, sparse_view):
+    # 1,000 rows over cells of 1.5 px: most cells in view hold one row, nearly all alone, a
+    # dust of single pixels; the coarser level's cells (3 px, at most 8) are seen
+    page, problems = page_of(sparse_view)
+    sized, level, _ = _expected_levels(page, sparse_view)
+    state = page.evaluate("window.streamproj.state()")
+    assert state["level"] == level < sized
+    assert state["sizedLevel"] == sized
+    assert max(state["cellPx"]) * page.evaluate("window.devicePixelRatio") <= 8
+    assert state["pointsShown"] == 0
+    # the pixels the rows coloured before: a pixel-size cell each that holds one (all in view)
+    dpr = page.evaluate("window.devicePixelRatio")
+    (x0, x1), _ = sparse_view.pyramid.extent
+    fine = sparse_view.pyramid.levels()[sized]
+    area = ((x1 - x0) / fine.shape[1] * state["s"] * dpr) ** 2
+    dust = np.count_nonzero(fine.sum(axis=0)) * area
+    tinted = page.evaluate(TINTED)
+    assert tinted["both"] > 2.5 * dust, (tinted, dust)
+    assert tinted["blue"] > 500
+    assert tinted["orange"] > 500
+    status = page.inner_text("#sp-status")
+    assert f"level {level + 1} of" in status
+    assert f"{sized - level} level{'s' if sized - level > 1 else ''} coarser: rows sparse" in status
+    assert problems == []
+
+
+def test_browser_sparse_rows_hover_the_coarser_cells_counts_and_hide_a_class(page_of, sparse_view):
+    page, problems = page_of(sparse_view)
+    levels = sparse_view.pyramid.levels()
+    level = page.evaluate("window.streamproj.state().level")
+    (x0, x1), (y0, y1) = sparse_view.pyramid.extent
+    total = levels[level].sum(axis=0)
+    box = page.locator("#sp-canvas").bounding_box()
+    held = np.argwhere(total > 1)  # cells of 2 rows or more, some of both classes
+    for ix, iy in held[:: max(1, len(held) // 6)]:
+        x = x0 + (ix + 0.5) * (x1 - x0) / total.shape[0]
+        y = y0 + (iy + 0.5) * (y1 - y0) / total.shape[1]
+        sx, sy = page.evaluate("([x, y]) => window.streamproj.toScreen(x, y)", [x, y])
+        page.mouse.move(box["x"] + sx, box["y"] + sy)
+        hover = page.evaluate("window.streamproj.hover")
+        assert (hover["level"], hover["ix"], hover["iy"]) == (level, ix, iy)
+        assert hover["counts"] == _hovered_counts(levels, hover)
+        assert int(page.get_attribute("#sp-tip tr[data-total]", "data-total")) == total[ix, iy]
+    page.mouse.move(box["x"] + 2, box["y"] + 2)
+    # a class hidden: its colour gone, the measure of the class shown alone
+    page.click('#sp-legend li[data-bucket="1"]')
+    tinted = page.evaluate(TINTED)
+    assert tinted["orange"] == 0
+    assert tinted["blue"] > 500
+    sized, want, _ = _expected_levels(page, sparse_view, hidden=[1])
+    assert page.evaluate("window.streamproj.state().level") == want < sized
+    page.click('#sp-legend li[data-bucket="1"]')
+    assert page.evaluate(TINTED)["orange"] > 500
+    assert problems == []
+
+
+def test_browser_a_hidden_dense_class_leaves_a_sparse_one_its_coarser_cells(page_of):
+    # 60,000 rows of class 0 and 400 of class 1: dense, the pixel-size level; class 0 hidden,
+    # the few rows shown are measured alone and drawn coarser
+    view = _two_classes(120_000, keep=400)
+    page, problems = page_of(view)
+    sized, level, _ = _expected_levels(page, view)
+    assert page.evaluate("window.streamproj.state().level") == level == sized
+    assert "coarser" not in page.inner_text("#sp-status")
+    page.click('#sp-legend li[data-bucket="0"]')
+    sized, level, _ = _expected_levels(page, view, hidden=[0])
+    assert page.evaluate("window.streamproj.state().level") == level < sized
+    assert "coarser: rows sparse" in page.inner_text("#sp-status")
+    tinted = page.evaluate(TINTED)
+    assert tinted["blue"] == 0
+    assert tinted["orange"] > 200
+    page.click('#sp-legend li[data-bucket="0"]')
+    assert page.evaluate("window.streamproj.state().level") == page.evaluate(
+        "window.streamproj.state().sizedLevel")
+    assert problems == []
+
+
+def test_browser_sparse_rows_still_show_their_sampled_rows_zoomed_in(page_of, sparse_view):
+    page, problems = page_of(sparse_view)
+    finest = len(sparse_view.pyramid.levels()) - 1
+    # about the densest finest cell (a sampled row in view however far in)
+    (x0, x1), (y0, y1) = sparse_view.pyramid.extent
+    total = sparse_view.pyramid.levels()[finest].sum(axis=0)
+    ix, iy = np.unravel_index(np.argmax(total), total.shape)
+    page.evaluate("([x, y]) => window.streamproj.panTo(x, y)",
+                  [x0 + (ix + 0.5) * (x1 - x0) / total.shape[0], y0 + (iy + 0.5) * (y1 - y0) / total.shape[1]])
+    # finest cells of 4 px: sparse, the next coarser level's 8 px cells (no points: as before)
+    _zoom_to_finest_cell(page, sparse_view, 4)
+    state = page.evaluate("window.streamproj.state()")
+    sized, level, _ = _expected_levels(page, sparse_view)
+    assert (state["sizedLevel"], state["level"]) == (sized, level) == (finest, finest - 1)
+    assert state["pointsShown"] == 0
+    # finest cells over 4 px: the next coarser level's would pass 8 px, the finest level is
+    # drawn; from 8 px with its sampled rows, however sparse
+    for px in (6, 9, 12, 30):
+        _zoom_to_finest_cell(page, sparse_view, px)
+        state = page.evaluate("window.streamproj.state()")
+        assert state["level"] == state["sizedLevel"] == finest
+        assert (state["pointsShown"] > 0) == (px >= 8)
+        assert "coarser" not in page.inner_text("#sp-status")
+    assert problems == []
+
+
+@pytest.fixture(scope="module")
+def dense_view():
+    return _two_classes(1_000_000, spread=1.0)
+
+
+@pytest.mark.parametrize("stretch", [False, True])
+def test_browser_dense_rows_keep_the_pixel_size_level(page_of, dense_view, stretch):
+    # a million rows in two overlapping classes: never sparse, the level chosen as before (by
+    # the cells' size on screen alone) at any zoom, stretched too (merged cells)
+    page, problems = page_of(dense_view)
+    if stretch:
+        page.evaluate("window.streamproj.stretch(true)")
+    for zoom in (1, 2, 2, 2, 2, 4, 4):
+        page.evaluate("(f) => { const r = window.streamproj.plotRect();"
+                      " window.streamproj.zoom(f, r.l + r.w / 2, r.t + r.h / 2); }", zoom)
+        state = page.evaluate("window.streamproj.state()")
+        assert state["level"] == state["sizedLevel"], (zoom, state)
+        assert "coarser" not in page.inner_text("#sp-status")
+        if not stretch:
+            assert _expected_levels(page, dense_view)[:2] == (state["level"], state["level"])
+    assert problems == []
