@@ -405,6 +405,7 @@ def _info(args):
                f"{args.model} is not an output (info MODEL describes one model)")
         raise InputError(msg)
     else:
+        jobs.refuse_nothing_to_describe(args.model)
         info = jobs.model_info(args.model)
     print(json.dumps(info) if args.json else json.dumps(info, indent=2))
 

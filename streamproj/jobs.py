@@ -1743,6 +1743,23 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
 
 
 # ------------------------------------------------------------------- info
+def refuse_nothing_to_describe(path):
+    """Refuse a local ``path`` that can be neither a model nor an output, saying what info reads.
+
+    The model reader's "no model at PATH: fit one there first" advised fitting to
+    someone who may have mistyped an output's path.
+    """
+    if not store.is_local(path):
+        return  # a remote location's readers say what they found there
+    kind = store.local_kind(path)
+    if kind not in ("absent", "empty"):
+        return  # a file or a folder with things in it: the model reader says what is wrong
+    what = f"nothing at {path}" if kind == "absent" else f"{path} is an empty folder"
+    msg = (f"{what}: info describes a streamproj model directory (written by 'streamproj fit' "
+           "or save()) or an output (written by 'streamproj project')")
+    raise InputError(msg)
+
+
 def model_info(model_path):
     """The JSON-ready description of a saved model."""
     meta, stats, solution = store.read_record(model_path)

@@ -106,7 +106,7 @@ def test_update_reports_a_new_class(tmp_path, capsys):
         ("nan", ["fit", "{d}/missing.zarr", "--model", "{d}/m"], "no such input: .*missing.zarr"),
         ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--x", "features"], "has no array 'features' .*arrays: X, y.*--x"),
         ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--shrinkage", "lots"], "--shrinkage must be None, 'auto', 'oas'.*got 'lots'"),
-        ("nan", ["info", "{d}/nomodel"], "no model at"),
+        ("nan", ["info", "{d}/nomodel"], "nothing at .*nomodel: info describes a streamproj model directory"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, make, argv, expected):
@@ -129,6 +129,25 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, make, argv, expected)
     assert code == 2
     assert re.search(expected, line), line
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_info_on_nothing_says_what_info_reads(tmp_path, capsys, empty):
+    """``info PATH`` with nothing there names both things info describes.
+
+    It said "no model at PATH: fit one there first", advice that misleads someone
+    who mistyped an output's path (info also describes outputs).
+    """
+    path = tmp_path / "nothere"
+    if empty:
+        path.mkdir()
+    assert run("info", path) == 2
+    line = one_error_line(capsys)
+    what = f"{path} is an empty folder" if empty else f"nothing at {path}"
+    assert line == (f"streamproj: error: {what}: info describes a streamproj model directory "
+                    "(written by 'streamproj fit' or save()) or an output (written by "
+                    "'streamproj project')")
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["nothere"] if empty else [])
 
 
 @pytest.mark.parametrize("command", ["update", "project"])
