@@ -1553,10 +1553,18 @@ def _h5_dataset(f, where, path, flag):
     obj = f.get(path)
     if isinstance(obj, h5py.Dataset):
         return obj
-    folder = posixpath.dirname(path)
-    parent = f.get(folder)
-    found = sorted(k for k, v in parent.items() if isinstance(v, h5py.Dataset)) \
-        if isinstance(parent, h5py.Group) else []
+    found: list[str] = []
+    if isinstance(obj, h5py.Group):
+        # a group named as the dataset: the datasets it holds (at any depth, named from
+        # it) are the likely meant ones, not those beside it
+        folder = obj.name
+        obj.visititems(lambda name, v: found.append(name) if isinstance(v, h5py.Dataset) else None)
+        found.sort()
+    else:
+        folder = posixpath.dirname(path)
+        parent = f.get(folder)
+        found = sorted(k for k, v in parent.items() if isinstance(v, h5py.Dataset)) \
+            if isinstance(parent, h5py.Group) else []
     if not found:  # none beside it ("datasets in /: none"): the file's, wherever they are
         folder = "the file"
         f.visititems(lambda name, v: found.append(f"/{name}") if isinstance(v, h5py.Dataset)

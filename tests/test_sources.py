@@ -407,6 +407,32 @@ def test_array_and_variable_errors_list_what_exists(inputs, tmp_path):
     assert "has no label variable 'target' (variables: emb_0" in text
 
 
+def test_a_group_named_as_the_dataset_lists_the_datasets_it_holds(tmp_path):
+    """``--x grp`` (a group) lists what grp holds, cut at 20; it listed the file's root.
+
+    The datasets beside the group (or, with none there, the whole file's) are
+    not what someone naming the group was after.
+    """
+    h5 = tmp_path / "g.h5"
+    with h5py.File(h5, "w") as f:
+        f["top"] = np.zeros(3)
+        f["grp/X"] = np.zeros((4, 2))
+        f["grp/y"] = np.zeros(4)
+        f["grp/sub/Z"] = np.zeros((4, 2))
+        for i in range(25):
+            f[f"many/d{i:02}"] = np.zeros(2)
+        f.create_group("empty")
+    assert _error(h5, x="grp").startswith(
+        f"{h5}:/grp: a group, not a dataset (datasets in /grp: X, sub/Z, y); name the right one")
+    assert f"{h5}:/grp: a group, not a dataset (datasets in /grp: X, sub/Z, y)" in _error(f"{h5}:/grp")
+    text = _error(h5, x="many")
+    assert "(datasets in /many: d00, d01," in text
+    assert "d19, … (25 in all))" in text
+    assert "d20" not in text
+    # a group holding none: the file's, by path, as before
+    assert "/empty: a group, not a dataset (datasets in the file: /grp/X, " in _error(h5, x="empty")
+
+
 def test_a_late_label_of_another_type_in_a_csv_names_its_row(tmp_path, capsys):
     # one block of 300,000 rows: pandas' piecewise parsing warned "mixed types" on stderr,
     # and the error named the block's first row, not the label's
