@@ -620,7 +620,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     }
     _parameter_words: ClassVar[dict[str, str]] = {
         "n_components": "a whole number of at least 1",
-        "shrinkage": "None, 'auto', 'oas' or a float in [0, 1]",
+        # said of a flag or config key, which spell None as none
+        "shrinkage": "'none', 'auto', 'oas' or a float in [0, 1]",
         "center": "one of 'mean', 'hyperplane'",
         "chunk_rows": "a whole number of at least 1, or None",
         "keep_class_scatter": "true or false",

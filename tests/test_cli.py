@@ -105,7 +105,7 @@ def test_update_reports_a_new_class(tmp_path, capsys):
         ("one_d", ["fit", "{d}/bad.zarr", "--model", "{d}/m"], "bad.zarr/X must be 2-D"),
         ("nan", ["fit", "{d}/missing.zarr", "--model", "{d}/m"], "no such input: .*missing.zarr"),
         ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--x", "features"], "has no array 'features' .*arrays: X, y.*--x"),
-        ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--shrinkage", "lots"], "--shrinkage must be None, 'auto', 'oas'.*got 'lots'"),
+        ("nan", ["fit", "{d}/bad.zarr", "--model", "{d}/m", "--shrinkage", "lots"], "--shrinkage must be 'none', 'auto', 'oas'.*got 'lots'"),
         ("nan", ["info", "{d}/nomodel"], "nothing at .*nomodel: info describes a streamproj model directory"),
     ],
 )
@@ -129,6 +129,22 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, make, argv, expected)
     assert code == 2
     assert re.search(expected, line), line
     assert not (tmp_path / "m").exists()
+
+
+def test_a_bad_shrinkage_is_said_in_the_flags_spelling(tmp_path, capsys):
+    """The flag's message spells its no-shrinkage value as the flag takes it (none).
+
+    It said "must be None, ..." where the CLI and the docs say none; the Python
+    API, whose value is None, keeps scikit-learn's own message.
+    """
+    X, y = make_classes(n=200, p=3, seed=34)
+    write_zarr(tmp_path / "in.zarr", X, y, chunk_rows=50)
+    assert run("fit", tmp_path / "in.zarr", "--model", tmp_path / "m", "--shrinkage", "1.5") == 2
+    assert one_error_line(capsys) == ("streamproj: error: --shrinkage must be 'none', 'auto', "
+                                      "'oas' or a float in [0, 1]; got 1.5")
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(sp.errors.InvalidParameterError, match="must be None, a str among"):
+        sp.BoundaryProjector(shrinkage=1.5).fit(X, y)
 
 
 @pytest.mark.parametrize("empty", [False, True])

@@ -118,7 +118,7 @@ def test_slurm_section_builds_a_jobqueue_script():
 
 @pytest.mark.parametrize(("text", "message"), [
     ('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = 1.5\n',
-     r"\[model\] shrinkage must be None, 'auto', 'oas' or a float in \[0, 1\]; got 1.5"),
+     r"\[model\] shrinkage must be 'none', 'auto', 'oas' or a float in \[0, 1\]; got 1.5"),
     ('[input]\npath = "d"\n[model]\npath = "m"\nshrinkage = "lots"\n', r"\[model\] shrinkage must be"),
     ('[input]\npath = "d"\n[model]\npath = "m"\ncenter = "median"\n',
      r"\[model\] center must be one of 'mean', 'hyperplane'; got 'median'"),
