@@ -272,7 +272,7 @@ def _resolve(path, base, file, key, writes=False):
             return f"{scheme}://{_local(rest, base)}" if rest and not rest.startswith("/") else path
         if sep:
             return path
-        resolved = _local(path, base)
+        resolved = _folded(_local(path, base))
     except InputError as exc:  # ~nosuchuser
         msg = f"{file}: {key}: {exc}"
         raise InputError(msg) from None
@@ -287,6 +287,17 @@ def _resolve(path, base, file, key, writes=False):
 def _local(path, base):
     p = Path(store.expand_user(path))
     return str(p if p.is_absolute() else (base / p))
+
+
+def _folded(path):
+    """``path`` with its ``.`` and ``..`` folded (``jobs/../m`` is ``m``) where that names the same place.
+
+    Reports and messages said ``configs/../m``. To the OS ``link/..`` is the
+    parent of the link's target, not the folder holding the link: there the path
+    is kept as written.
+    """
+    folded = os.path.normpath(path)
+    return folded if os.path.realpath(folded) == os.path.realpath(path) else path
 
 
 def load_config(path):
@@ -326,7 +337,8 @@ def load_config(path):
         raise InputError(msg)
     _check_extras(path, built)
     # the folder the config was named in: a link to it reads and writes beside the link, not
-    # beside its target (absolute, not resolved; '..' is left to the OS, as when it was read)
+    # beside its target (absolute, not resolved; '..' is left to the OS, as when it was read,
+    # folded by _folded only where that names the same place)
     base = path.absolute().parent
     inp = built["input"]
     key = "[input] path" if inp.path else "[input] paths"

@@ -247,6 +247,32 @@ def test_run_config_fit_then_update(batches, capsys):
     assert out["projection"].shape == (400, 2)
 
 
+def test_run_reports_paths_with_dot_dot_folded(batches, capsys):
+    """``run``'s report names ``d/model``, not ``d/configs/../model``.
+
+    A config's relative paths are joined to its folder; the ``..`` stood in
+    every line. A URL is left as written.
+    """
+    d = batches[0]
+    (d / "configs").mkdir()
+    config = d / "configs" / "job.toml"
+    config.write_text(textwrap.dedent("""
+        [input]
+        path = "../A.zarr"
+        [model]
+        path = "./../model"
+        [output]
+        path = "../sub/./../coords.zarr"
+    """))
+    assert run("run", config, "--no-progress") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"fitted {d / 'model'} (v000001) on 600 rows")
+    assert lines[1].startswith(f"wrote {d / 'coords.zarr'}: projection (600 x 2)")
+    assert run("run", config, "--json") == 2  # (the output exists): said of the folded path too
+    report = json.loads(capsys.readouterr().out)
+    assert report["error"].startswith(f"[output] path {d / 'coords.zarr'} exists")
+
+
 @pytest.mark.parametrize(("section", "text", "meant"), [
     ("model", "s3:/bucket/m", "s3://bucket/m"),
     ("output", "s3:bucket/o.zarr", "s3://bucket/o.zarr"),

@@ -49,6 +49,28 @@ def test_relative_paths_of_a_linked_config_are_beside_the_link_not_its_target(tm
     assert config.model.path == str(tmp_path / "jobs" / "m")
 
 
+def test_dot_dot_is_folded_only_where_it_names_the_same_place(tmp_path):
+    """``jobs/../m`` is said as ``m``; ``link/../m`` (the link's target's parent) is kept.
+
+    A URL (a local one too) is kept as written.
+    """
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "elsewhere" / "real").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere" / "real")
+    text = ('[input]\npaths = ["../d.zarr", "./e/../day-*.zarr", "file://../f.zarr"]\n'
+            '[model]\npath = "../m"\n[output]\npath = "s3://b/x/../o.zarr"\n')
+    for folder in ("jobs", "link"):
+        (tmp_path / folder / "j.toml").write_text(text)
+    config = load_config(tmp_path / "jobs" / "j.toml")
+    assert config.input.paths == [str(tmp_path / "d.zarr"), str(tmp_path / "jobs" / "day-*.zarr"),
+                                  f"file://{tmp_path / 'jobs'}/../f.zarr"]
+    assert config.model.path == str(tmp_path / "m")
+    assert config.output.path == "s3://b/x/../o.zarr"
+    config = load_config(tmp_path / "link" / "j.toml")
+    assert config.model.path == f"{tmp_path / 'link'}/../m"  # (is elsewhere/m)
+    assert config.input.paths[1] == str(tmp_path / "link" / "day-*.zarr")  # (no '..' left)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
