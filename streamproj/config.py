@@ -33,8 +33,8 @@ output. Example::
     reproject_above_degrees = 1.0  # append/auto: rewrite when the model moved more
     decision = true             # optional: write decision (default: when K <= 16)
     overwrite = true            # rewrite mode: replace an existing output (append and
-                                # auto replace it by themselves when they rewrite it, so
-                                # there it only lets the first write fill an empty folder)
+                                # auto replace it by themselves when they rewrite it, and
+                                # start it in an empty folder by themselves too)
 
     [dask]
     scheduler = "tcp://10.0.0.5:8786"   # optional: a dask.distributed scheduler

@@ -1448,7 +1448,7 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
 
 
 def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progress, ranges,
-                action="written", srcs=()):
+                action="written", srcs=(), empty_ok=False):
     """Write a whole output in ``model``'s frame; returns the model id it records.
 
     The model id (a hash of the p×p summary: 0.18 s at p = 4,096) is computed
@@ -1458,13 +1458,14 @@ def _write_full(model, meta, model_path, arrays, out, overwrite, decision, progr
     docs/bench-results.md). ``ranges`` is the per-source row ranges, or a
     function giving them once the fingerprints of ``srcs`` are known: those
     edge rows are read in the pass's own graph, from chunks it reads anyway.
+    ``empty_ok``: an empty folder at ``out`` is filled, as a path with nothing there.
     """
     n = int(arrays["projection"][0].shape[0])
     keep = outputs.wants_decision(model, decision)
     with ThreadPoolExecutor(1, thread_name_prefix="streamproj-model-id") as side:
         # One record (its model_id hashes the p×p summary) for the frame and the attributes.
         pending = side.submit(model.to_state)
-        with store.output_group(out, overwrite=overwrite) as group:
+        with store.output_group(out, overwrite=overwrite, empty_ok=empty_ok) as group:
             stored, total = outputs.write_arrays(group, arrays, model, keep, compute=False)
             prints = [src.fingerprint_parts(src.n_rows) for src in srcs]
             values = compute_with_progress(
@@ -1572,9 +1573,11 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         # The listings before the rows are read: a source rewritten during the pass then
         # differs from its record, and the next append checks its rows (SourceChangedError).
         stamps = [ledger.stamp(src) for src in srcs]
+        # append and auto take an empty folder as nothing there (_output_state): they start
+        # OUT in it, as at a path with nothing; --overwrite was refused beside --append
         model_id = _write_full(model, meta, model_path, arrays, out, overwrite or state is not None,
                                decision, progress, lambda: _source_ranges(srcs, stamps, out), action,
-                               srcs)
+                               srcs, empty_ok=mode != "rewrite")
     return {**_project_base(model_id, model_path, out, model), "status": "projected",
             "output_action": action, "reason": reason,
             "arrays": outputs.written_names(arrays, outputs.wants_decision(model, decision)),

@@ -491,6 +491,27 @@ def _swap_in(src, dest):
     _fsync(dest.parent)
 
 
+def _fill_empty(src, dest, url):
+    """Put the finished folder ``src`` at ``dest``, an empty folder when the write began.
+
+    Removed with ``rmdir``, which the OS refuses for a folder that is not empty:
+    a file put there during the pass is never lost with the folder (a swap would
+    have deleted it with the old folder).
+    """
+    try:
+        os.rmdir(dest)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise  # (a mount point, permissions: said by storage_errors)
+        msg = (f"output {url} was an empty folder when the write began but now holds something; "
+               "it was left untouched: empty it, or choose another output")
+        raise OutputExistsError(msg) from None
+    os.rename(src, dest)
+    _fsync(dest.parent)
+
+
 def _inherit_permissions(old, new):
     """Give the finished copy ``new`` the owner and permissions of the output ``old`` it replaces.
 
@@ -1085,10 +1106,11 @@ def _clone_output(src, dest):
 
 
 @contextlib.contextmanager
-def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
+def output_group(url, overwrite=False, attrs=None, append=False, expect=None, empty_ok=False):
     """A Zarr group that appears at ``url`` only when the block succeeds.
 
-    ``overwrite`` replaces only a streamproj output or an empty folder. Local
+    ``overwrite`` replaces only a streamproj output or an empty folder;
+    ``empty_ok`` an empty folder only (a job that takes one as nothing there). Local
     outputs are written to a hidden sibling and swapped into place; object-store
     outputs are written under a new version prefix and the pointer is switched
     last (see the module docstring).
@@ -1111,7 +1133,7 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
             _refuse_append(url, kind)
         if kind == "foreign":
             _refuse_foreign(url, why)
-        if kind != "absent" and not overwrite and not append:
+        if kind != "absent" and not overwrite and not append and not (empty_ok and kind == "empty"):
             _refuse_existing(url, kind == "streamproj")
         if kind == "streamproj":
             _refuse_foreign_entries(url, dest)
@@ -1135,7 +1157,10 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None):
                 zarr.consolidate_metadata(str(tmp))
             if dest.exists():
                 _inherit_permissions(dest, tmp)
-            _swap_in(tmp, dest)
+            if kind == "empty":
+                _fill_empty(tmp, dest, url)
+            else:
+                _swap_in(tmp, dest)
         finally:
             guard.close()  # chunk writes still running in other threads end first
             if tmp.exists():

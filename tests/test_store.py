@@ -86,6 +86,54 @@ def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup
     assert store.open_output(tmp_path / "empty")["projection"].shape == (300, 2)
 
 
+def test_append_starts_an_output_in_an_empty_folder_as_where_nothing_is(setup, capsys, tmp_path):
+    """``project --append`` (and a job's append mode) fills an empty folder, as a path with nothing.
+
+    It was refused as "exists; pass --overwrite", which --append does not take;
+    a job had written its model by then. Without --append an empty folder is
+    still refused (it exists: --overwrite replaces it), and a folder with
+    anything in it is never touched.
+    """
+    d, *_ = setup
+    (tmp_path / "empty").mkdir()
+    os.chmod(tmp_path / "empty", 0o700)
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", tmp_path / "empty",
+            match="exists; pass --overwrite")
+    assert run("project", d / "m", d / "d.zarr", "--output", tmp_path / "empty", "--append") == 0
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'empty'}: projection (300 x 2)")
+    assert store.open_output(tmp_path / "empty")["projection"].shape == (300, 2)
+    assert stat.S_IMODE(os.stat(tmp_path / "empty").st_mode) == 0o700  # (its permissions kept)
+    assert run("project", d / "m", d / "d.zarr", "--output", tmp_path / "empty", "--append") == 0
+    assert "unchanged: it holds all 300 rows already" in capsys.readouterr().out
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("mine")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", tmp_path / "notes",
+            "--append", match="notes")
+    # a job in append mode: the model step and then OUT, in one run
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "out").mkdir()
+    (tmp_path / "job" / "job.toml").write_text(
+        f'[input]\npath = "{d / "d.zarr"}"\n[model]\npath = "m"\n'
+        '[output]\npath = "out"\nmode = "append"\n')
+    assert run("run", tmp_path / "job" / "job.toml", "--no-progress") == 0
+    assert store.open_output(tmp_path / "job" / "out")["projection"].shape == (300, 2)
+
+
+def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tmp_path):
+    # the folder is removed with rmdir, which the OS refuses once it holds something
+    (tmp_path / "out").mkdir()
+
+    def write():
+        with store.output_group(tmp_path / "out", empty_ok=True) as group:
+            group.attrs["x"] = 1
+            (tmp_path / "out" / "mine.txt").write_text("put there meanwhile")
+
+    with pytest.raises(sp.errors.OutputExistsError, match="was an empty folder when the write began"):
+        write()
+    assert os.listdir(tmp_path / "out") == ["mine.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # (no copy left beside it)
+
+
 def test_overwrite_never_loses_what_a_user_put_inside_an_output(setup, capsys, tmp_path):
     # a streamproj output is replaced whole: a file of the user's inside it would go with it
     d, *_ = setup
