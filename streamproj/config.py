@@ -58,7 +58,7 @@ import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
-from . import store
+from . import sources, store
 from .errors import InputError
 
 __all__ = ["DaskConfig", "InputConfig", "JobConfig", "ModelConfig", "OutputConfig", "RunConfig",
@@ -240,7 +240,7 @@ def _build(cls, table, where, file, nested=None):
         raise InputError(msg) from None
 
 
-def _resolve(path, base, file, key, writes=False):
+def _resolve(path, base, file, key, writes=False, source=False):
     """Paths in a config are relative to the config file; URLs stay as they are.
 
     A local URL with a relative path (``file://data/a.zarr``) is relative to the
@@ -251,9 +251,16 @@ def _resolve(path, base, file, key, writes=False):
     refused, naming ``key``, as the command line refuses it: made relative to
     the config, it was a local folder named ``s3:``. Where the job only reads
     (``writes`` false), a local file or folder of that name that exists is read.
+
+    An input (``source``) may name an HDF5 dataset after its file, as on the
+    command line (``c.h5:/grp/X``): the file part is resolved and checked as
+    above, the dataset path kept as written.
     """
     if path is None:
         return path
+    # "c.h5:/grp/X" starts like a URL "c.h5:" without its '//': judge the file part alone
+    inner = sources._split_inner(path)[1] if source else None
+    name, suffix = (path, "") if inner is None else (path[: -len(inner) - 1], f":{inner}")
     if "\0" in path:  # (os: "embedded null byte")
         msg = (f"{file}: {key} {path!r} holds a NUL character (\\u0000), which no "
                "file name can hold")
@@ -266,22 +273,23 @@ def _resolve(path, base, file, key, writes=False):
         msg = (f"{file}: {key} {path} names the environment variable {variable.group(0)}: "
                "variables are not expanded in a config (~ is); write the path out")
         raise InputError(msg)
-    scheme, sep, rest = path.partition("://")
+    scheme, sep, rest = name.partition("://")
     try:
         if sep and scheme in ("file", "local"):  # (a local name as written: file://s3:/x is local)
-            return f"{scheme}://{_local(rest, base)}" if rest and not rest.startswith("/") else path
+            return f"{scheme}://{_local(rest, base)}{suffix}" if rest and not rest.startswith("/") \
+                else path
         if sep:
             return path
-        resolved = _folded(_local(path, base))
+        resolved = _folded(_local(name, base))
     except InputError as exc:  # ~nosuchuser
         msg = f"{file}: {key}: {exc}"
         raise InputError(msg) from None
-    meant = store.misspelt_url(path)
+    meant = store.misspelt_url(path) if store.misspelt_url(name) else None  # (dataset and all)
     if meant is not None and (writes or not glob.glob(resolved)):
         msg = (f"{file}: {key} {path} looks like a URL missing '//' (did you mean {meant}?); "
                "nothing was written")
         raise InputError(msg)
-    return resolved
+    return resolved + suffix
 
 
 def _local(path, base):
@@ -342,7 +350,8 @@ def load_config(path):
     base = path.absolute().parent
     inp = built["input"]
     key = "[input] path" if inp.path else "[input] paths"
-    paths = [_resolve(p, base, path, key) for p in ([inp.path] if inp.path else []) + list(inp.paths)]
+    paths = [_resolve(p, base, path, key, source=True)
+             for p in ([inp.path] if inp.path else []) + list(inp.paths)]
     built["input"] = replace(inp, path=paths[0], paths=paths)
     built["model"] = ModelConfig(**{**model.__dict__,
                                     "path": _resolve(model.path, base, path, "[model] path", True),
@@ -351,7 +360,8 @@ def load_config(path):
     if "output" in built:
         out = built["output"]
         given = out.inputs
-        given = None if given is None else [_resolve(p, base, path, "[output] input") for p in given]
+        given = None if given is None else [_resolve(p, base, path, "[output] input", source=True)
+                                         for p in given]
         # the inputs of [input] named again: the same as leaving the key out (one pass, nightly)
         built["output"] = replace(out, path=_resolve(out.path, base, path, "[output] path", True),
                                   input=None if given == paths else given)

@@ -277,6 +277,7 @@ def test_run_reports_paths_with_dot_dot_folded(batches, capsys):
     ("model", "s3:/bucket/m", "s3://bucket/m"),
     ("output", "s3:bucket/o.zarr", "s3://bucket/o.zarr"),
     ("input", "s3:/bucket/day.zarr", "s3://bucket/day.zarr"),
+    ("input", "s3:/bucket/day.h5:/grp/X", "s3://bucket/day.h5:/grp/X"),
 ])
 def test_run_refuses_a_misspelt_url_in_the_config_as_the_command_line_does(
         batches, capsys, section, text, meant):
@@ -291,6 +292,32 @@ def test_run_refuses_a_misspelt_url_in_the_config_as_the_command_line_does(
     assert f"{job}: [{section}] path {text} looks like a URL missing '//'" in line
     assert f"did you mean {meant}?" in line
     assert sorted(os.listdir(d)) == before
+
+
+def test_run_reads_an_hdf5_dataset_named_after_its_file_as_the_command_line_does(
+        tmp_path, capsys, monkeypatch):
+    # "c.h5:/grp/X" starts like a URL "c.h5:" without its '//': the config refused it
+    h5py = pytest.importorskip("h5py")
+    X, y = make_classes(n=400, p=4, seed=33)
+    jobs_dir = tmp_path / "jobs"
+    jobs_dir.mkdir()
+    with h5py.File(jobs_dir / "c.h5", "w") as f:
+        f.create_dataset("grp/X", data=X)
+        f.create_dataset("grp/y", data=y)
+    job = jobs_dir / "job.toml"
+    job.write_text('[input]\npaths = ["c.h5:/grp/X"]\n[model]\npath = "m"\n'
+                   '[output]\npath = "o.zarr"\ninput = "c.h5:/grp/X"\n')
+    monkeypatch.chdir(tmp_path)  # the file is beside the config, not in the working folder
+    assert run("run", job, "--no-progress") == 0
+    assert "on 400 rows of 1 source" in capsys.readouterr().out
+    model_equals_fit(jobs_dir / "m", X, y)
+    assert run("info", jobs_dir / "m") == 0
+    sources = json.loads(capsys.readouterr().out)["sources"]
+    assert [s["url"] for s in sources] == [f"{jobs_dir / 'c.h5'}:/grp/X"]
+    out = zarr.open_group(str(jobs_dir / "o.zarr"), mode="r")
+    np.testing.assert_array_equal(out["y"][:], y)
+    assert run("fit", jobs_dir / "c.h5:/grp/X", "--model", tmp_path / "cli") == 0
+    model_equals_fit(tmp_path / "cli", X, y)
 
 
 NO_USER = "~streamproj-no-such-user"
