@@ -491,12 +491,13 @@ def _swap_in(src, dest):
     _fsync(dest.parent)
 
 
-def _fill_empty(src, dest, url):
+def _fill_empty(src, dest, url, role="output"):
     """Put the finished folder ``src`` at ``dest``, an empty folder when the write began.
 
     Removed with ``rmdir``, which the OS refuses for a folder that is not empty:
     a file put there during the pass is never lost with the folder (a swap would
-    have deleted it with the old folder).
+    have deleted it with the old folder). ``role``: "output" or "model", as said
+    in the refusal (an :class:`OutputExistsError` or a :class:`ModelError`).
     """
     try:
         os.rmdir(dest)
@@ -505,9 +506,10 @@ def _fill_empty(src, dest, url):
     except OSError as exc:
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise  # (a mount point, permissions: said by storage_errors)
-        msg = (f"output {url} was an empty folder when the write began but now holds something; "
-               "it was left untouched: empty it, or choose another output")
-        raise OutputExistsError(msg) from None
+        other = "another output" if role == "output" else "another path"
+        msg = (f"{role} {url} was an empty folder when the write began but now holds something; "
+               f"it was left untouched: empty it, or choose {other}")
+        raise (OutputExistsError if role == "output" else ModelError)(msg) from None
     os.rename(src, dest)
     _fsync(dest.parent)
 
@@ -1803,7 +1805,9 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
             os.mkdir(tmp)
             _write_version(tmp / "v000001", meta, stats, solution, summaries)
             _write_pointer(tmp, "v000001")
-            _swap_in(tmp, path)  # an empty folder at path (e.g. made by hand) is replaced
+            # an empty folder at path (e.g. made by hand) is filled, never swapped away with
+            # whatever was put in it during the fit
+            _fill_empty(tmp, path, typed, role="model")
         finally:
             if tmp.exists():
                 _remove(tmp)

@@ -134,6 +134,31 @@ def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tm
     assert sorted(os.listdir(tmp_path)) == ["out"]  # (no copy left beside it)
 
 
+def test_an_empty_model_folder_that_gains_a_file_during_the_fit_is_left_untouched(
+        tmp_path, capsys, monkeypatch):
+    # as for outputs: the folder is removed with rmdir, not swapped aside and deleted
+    X, y = make_classes(n=200, p=3, seed=74)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
+    (tmp_path / "m").mkdir()
+    write_version = store._write_version
+
+    def meanwhile(*args, **kwargs):
+        write_version(*args, **kwargs)
+        (tmp_path / "m" / "mine.txt").write_text("put there meanwhile")
+
+    monkeypatch.setattr(store, "_write_version", meanwhile)
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 2
+    line = one_error_line(capsys)
+    assert f"model {tmp_path / 'm'} was an empty folder when the write began" in line
+    assert os.listdir(tmp_path / "m") == ["mine.txt"]
+    assert (tmp_path / "m" / "mine.txt").read_text() == "put there meanwhile"
+    assert sorted(os.listdir(tmp_path)) == ["d.zarr", "m"]  # (no copy left beside it)
+    monkeypatch.setattr(store, "_write_version", write_version)  # still empty: filled
+    (tmp_path / "m" / "mine.txt").unlink()
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 0
+    assert sp.load(tmp_path / "m").n_features_in_ == 3
+
+
 def test_overwrite_never_loses_what_a_user_put_inside_an_output(setup, capsys, tmp_path):
     # a streamproj output is replaced whole: a file of the user's inside it would go with it
     d, *_ = setup
