@@ -1550,6 +1550,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     srcs = _match_columns(srcs, model, model_path, meta.get("sources"))
     for src in srcs:
         _check_features(src, model, model_path)
+    if mode != "rewrite":
+        store.refuse_foreign_append(out)  # (opening it said only "no Zarr group at OUT")
     state = None if mode == "rewrite" else _output_state(out)
     reason, drift = None, None
     if state is not None:
@@ -1863,8 +1865,11 @@ def _check_job_paths(config):
                     msg = (f"[input] paths pattern {pattern} matches the {role} {target}: a "
                            "later run would read it as an input; narrow the pattern or move it")
                     raise InputError(msg)
+        # refused before the model step, so a bad [output] path changes nothing
+        if out.path is not None and out.mode != "rewrite":
+            store.refuse_foreign_append(out.path, f'[output] mode = "{out.mode}"',
+                                        f"[output] path {out.path}")
         if out.path is not None and store.is_local(out.path) and store.local_kind(out.path) == "foreign":
-            # refused before the model step, so a bad [output] path changes nothing
             msg = (f"[output] path {out.path} exists and is not a streamproj output; it is "
                    "never replaced: choose another output")
             raise OutputExistsError(msg)

@@ -113,6 +113,7 @@ __all__ = [
     "read_output_frame",
     "read_record",
     "read_summaries",
+    "refuse_foreign_append",
     "storage_errors",
     "storage_options",
     "stored_rows",
@@ -925,13 +926,43 @@ def _local_state(dest):
     if not entries:
         return "empty", None
     meta = dest / "zarr.json"
+    if (dest / _CURRENT).is_file() and not meta.is_file():
+        return "foreign", "a streamproj model directory"
     if not meta.is_file():
-        return "foreign", "a folder with no zarr.json"
+        # named, so the user sees which folder of theirs it is
+        return "foreign", f"a folder with no zarr.json, holding {_named(entries)}"
     with contextlib.suppress(OSError):
         attrs = _attrs_of(meta.read_bytes())
         if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
             return "streamproj", None
     return "foreign", _NOT_OURS
+
+
+def _named(entries, shown=5):
+    """``a, b, … (12 in all)``: the names of some folder entries, sorted."""
+    names = sorted(e.name for e in entries)
+    more = f", … ({len(names)} in all)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def refuse_foreign_append(url, how="--append", shown=None):
+    """Refuse to add rows to a local path that holds something streamproj did not write.
+
+    Said with what is there (:func:`_local_state`), as a rewrite's refusal says it;
+    opening it as an output said only "no Zarr group at …". ``how``: what asked
+    for the append (``--append``, a job's ``[output] mode``); ``shown``: how ``url``
+    is named (a job's ``[output] path …``). No-op for an output,
+    an empty folder, nothing, or a remote URL (its reader says what it found).
+    """
+    if not is_local(url):
+        return
+    with storage_errors(f"output {url}"):
+        kind, why = _local_state(_real(url))
+    if kind == "foreign":
+        msg = (f"{shown or url} exists and is not a streamproj output ({why}); {how} adds rows "
+               "to an output written by 'streamproj project', so it was left untouched: choose "
+               "another output")
+        raise OutputExistsError(msg)
 
 
 def local_kind(url) -> str:
@@ -1131,6 +1162,8 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None, em
     with _locked(url, "output"), storage_errors(f"output {url}"):
         _recover(dest)
         kind, why = _local_state(dest)
+        if append:
+            refuse_foreign_append(url)
         if append and kind != "streamproj":
             _refuse_append(url, kind)
         if kind == "foreign":

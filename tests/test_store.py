@@ -79,7 +79,7 @@ def test_overwrite_never_replaces_a_folder_that_is_not_a_streamproj_output(setup
             "--overwrite", match="is not a streamproj output (it is a file, not a folder)")
     (thesis / "zarr.json").unlink()
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", thesis, "--overwrite",
-            match="is not a streamproj output (a folder with no zarr.json)")
+            match="is not a streamproj output (a folder with no zarr.json, holding chapters)")
     # an empty folder and a streamproj output are replaced
     (tmp_path / "empty").mkdir()
     assert run("project", d / "m", d / "d.zarr", "--output", tmp_path / "empty", "--overwrite") == 0
@@ -117,6 +117,36 @@ def test_append_starts_an_output_in_an_empty_folder_as_where_nothing_is(setup, c
         '[output]\npath = "out"\nmode = "append"\n')
     assert run("run", tmp_path / "job" / "job.toml", "--no-progress") == 0
     assert store.open_output(tmp_path / "job" / "out")["projection"].shape == (300, 2)
+
+
+def test_append_to_a_folder_of_the_users_says_what_it_holds(setup, capsys, tmp_path):
+    # it said "no Zarr group at FOLDER": as if the user had mistyped a Zarr path
+    d, *_ = setup
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    line = refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", folder,
+                   "--append", match=f"{folder} exists and is not a streamproj output (a folder "
+                                     "with no zarr.json, holding notes.txt); --append adds rows")
+    assert "left untouched" in line
+    # a job in append (or auto) mode says the same, naming its key, before the model step
+    for mode in ("append", "auto"):
+        job = tmp_path / f"{mode}.toml"
+        job.write_text(f'[input]\npath = "{d / "d.zarr"}"\n[model]\npath = "{tmp_path / "m2"}"\n'
+                       f'[output]\npath = "notes"\nmode = "{mode}"\n')
+        line = refused(capsys, tmp_path, "run", job, "--no-progress",
+                       match=f"[output] path {folder} exists and is not a streamproj output (a "
+                             f'folder with no zarr.json, holding notes.txt); [output] mode = "{mode}" '
+                             "adds rows")
+        assert not (tmp_path / "m2").exists()
+    # a model directory is said to be one; more names than a few are cut short
+    shutil.copytree(d / "m", tmp_path / "other")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", tmp_path / "other",
+            "--append", match="is not a streamproj output (a streamproj model directory)")
+    for i in range(6):
+        (folder / f"n{i}").write_text("mine")
+    refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", folder, "--append",
+            match="holding n0, n1, n2, n3, n4, … (7 in all)); --append")
 
 
 def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tmp_path):
