@@ -159,9 +159,9 @@ MUTATIONS = [
     ("view: a coarser level adds the wrong columns", "streamproj/view/pyramid.py",
      "c = c[:, :, 0::2] + c[:, :, 1::2]", "c = c[:, :, : c.shape[2] // 2] + c[:, :, c.shape[2] // 2 :]"),
     ("view: the colour scale's top counts hidden classes", "streamproj/view/view.js",
-     "            if (hidden[k]) continue;", "            if (hidden[k] && false) continue;"),
+     "          if (hidden[k]) continue;", "          if (hidden[k] && false) continue;"),
     ("view: the colour scale's top is not the view's", "streamproj/view/view.js",
-     "          if (t > vmax) vmax = t;", "          if (t > vmax) vmax = 2 * t;"),
+     "        if (t > vmax) vmax = t;", "        if (t > vmax) vmax = 2 * t;"),
     ("view: a thin cloud's cells stay square", "streamproj/view/pyramid.py",
      "cell[a] = square / 2.0 ** np.floor(np.log2(finer))", "cell[a] = square"),
 ]
