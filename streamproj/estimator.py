@@ -38,6 +38,7 @@ from .errors import (
     StreamprojError,
 )
 from .passes import accumulate, project_blocks
+from .progress import local_scheduler
 from .record import ModelRecord
 from .stats import ClassStats, bfloat16_to_float32, check_bfloat16_rows, hash_c_order, parse_memory
 
@@ -526,9 +527,9 @@ class _SummaryClassifier:
             right = da.map_blocks(_matches_block, predicted, y.rechunk(predicted.chunks),
                                   dtype=bool)
             if sample_weight is None:
-                return float(right.mean().compute())
+                return float(right.mean().compute(**local_scheduler()))
             w = da.asarray(sample_weight).rechunk(predicted.chunks)
-            return float(((right * w).sum() / w.sum()).compute())
+            return float(((right * w).sum() / w.sum()).compute(**local_scheduler()))
         y = as_labels(y)
         if predicted.dtype.kind == "S" and y.dtype.kind == "S" and y.shape == predicted.shape:
             # bytes labels (HDF5, fixed-width Zarr) are classes here, but scikit-learn's

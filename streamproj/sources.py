@@ -55,6 +55,7 @@ from dask.base import tokenize
 
 from . import store
 from .errors import InputError, StreamprojWarning
+from .progress import local_scheduler
 from .validation import (
     DEFAULT_CHUNK_BYTES,
     as_dask_labels,
@@ -206,7 +207,7 @@ class Source:
         """
         rows = self._fingerprint_rows(rows)
         if rows not in self._fingerprints:
-            self.set_fingerprint(rows, dask.compute(*self.fingerprint_parts(rows)))
+            self.set_fingerprint(rows, dask.compute(*self.fingerprint_parts(rows), **local_scheduler()))
         return self._fingerprints[rows]
 
     def _fingerprint_rows(self, rows):
@@ -1201,7 +1202,7 @@ def _open_csv(ctx, features, label, label_given):
     blocks = blocks[0]
     # CSV has no row index: count each block's rows (parsing only its first column) once.
     counts = dask.compute(*[dask.delayed(_count_csv_rows, pure=True)(b, i == 0, columns, ctx.base)
-                            for i, b in enumerate(blocks)])
+                            for i, b in enumerate(blocks)], **local_scheduler())
     names = (_x_label(ctx, features, cols), f"{ctx.base}:{lab or label}")
     x_args, y_args, lengths, offset = [], [], [], 0
     for i, (b, n) in enumerate(zip(blocks, counts, strict=True)):

@@ -197,3 +197,54 @@ def test_two_concurrent_jobs_on_one_scheduler_each_count_their_own_chunks(
     assert sorted(bar.total for bar in bars) == sorted(expected)
     for bar in bars:
         _assert_counted_every_chunk(bar, bar.total)
+
+
+def test_a_local_job_never_imports_distributed(tmp_path):
+    """Given no scheduler, dask.compute imports distributed to look for a client (0.26 s a
+    process): a fit, a projection, a score of dask arrays and the command line's fit, project and plot on
+    the local scheduler never need it."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+import numpy as np, zarr
+import dask.array as da
+from streamproj.cli import main
+rng = np.random.default_rng(0)
+X = rng.normal(size=(3000, 5)); y = (X[:, 0] > 0).astype(np.int8)
+g = zarr.open_group({str(tmp_path / 'd.zarr')!r}, mode="w")
+g.create_array("X", data=X, chunks=(700, 5)); g.create_array("y", data=y, chunks=(700,))
+import streamproj as sp
+m = sp.BoundaryProjector().fit(g["X"], g["y"])
+m.transform(g["X"][:500])
+m.score(da.from_zarr(g["X"]), da.from_zarr(g["y"]))
+for argv in (["fit", {str(tmp_path / 'd.zarr')!r}, "--model", {str(tmp_path / 'm')!r}],
+             ["project", {str(tmp_path / 'm')!r}, {str(tmp_path / 'd.zarr')!r}, "--output", {str(tmp_path / 'o.zarr')!r}],
+             ["plot", {str(tmp_path / 'o.zarr')!r}, "--output", {str(tmp_path / 'f.png')!r}]):
+    try:
+        main(argv)
+    except SystemExit as exc:
+        assert not exc.code, exc.code
+print("distributed" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False", done.stderr
+
+
+def test_the_local_scheduler_is_named_only_where_dask_would_choose_it():
+    import sys
+    import types
+    from unittest import mock
+
+    import dask
+
+    with mock.patch.dict(sys.modules), dask.config.set(scheduler=None):
+        sys.modules.pop("distributed", None)
+        assert progress.local_scheduler() == {"scheduler": dask.threaded.get}
+        with dask.config.set(scheduler="sync"):  # the user's choice stays dask's to apply
+            assert progress.local_scheduler() == {}
+        # distributed imported: a client may be active, dask looks for it as always
+        sys.modules["distributed"] = types.ModuleType("distributed")
+        assert progress.local_scheduler() == {}

@@ -17,6 +17,7 @@ from typing import Any
 
 import dask
 import dask.array as da
+import dask.local
 import numpy as np
 
 from ..errors import InputError
@@ -121,7 +122,7 @@ class Blocks:
             out = []
             for i in indices:
                 parts = dask.compute(*[self.arrays[k].blocks[i] for k in distinct],
-                                     scheduler="sync")
+                                     scheduler=dask.local.get_sync)  # (named, dask imports distributed)
                 got = {k: np.asarray(v) for k, v in zip(distinct, parts, strict=True)}
                 out.append({k: got[first[id(self.arrays[k])]] for k in names})
             return out
