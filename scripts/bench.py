@@ -113,7 +113,7 @@ def task_read(path, tmp):
 
     X, _ = _open(path)
     # the threaded scheduler named, as streamproj names it: given none, dask imports
-    # distributed to look for a client (0.26 s in a fresh process, charged to the floor)
+    # distributed to look for a client (0.12-0.20 s in a fresh process, charged to the floor)
     return lambda: da.from_zarr(X).sum().compute(scheduler=dask.threaded.get)
 
 

@@ -75,7 +75,7 @@ def night_floor(path, work):
 
     X = zarr.open_group(str(path), mode="r")["X"]
     # the threaded scheduler named, as the job names it: given none, dask imports distributed
-    # to look for a client (0.26 s, once a process: the first night's floor)
+    # to look for a client (0.12-0.20 s, once a process: the first night's floor)
     with dask.config.set(scheduler=dask.threaded.get):
         t = time.perf_counter()
         da.from_zarr(X).sum().compute()

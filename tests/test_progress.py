@@ -200,7 +200,7 @@ def test_two_concurrent_jobs_on_one_scheduler_each_count_their_own_chunks(
 
 
 def test_a_local_job_never_imports_distributed(tmp_path):
-    """Given no scheduler, dask.compute imports distributed to look for a client (0.26 s a
+    """Given no scheduler, dask.compute imports distributed to look for a client (0.12-0.20 s a
     process): a fit, a projection, a score of dask arrays and the command line's fit, project and plot on
     the local scheduler never need it."""
     import subprocess
