@@ -94,6 +94,7 @@ __all__ = [
     "check_writable_location",
     "create_output_array",
     "expand_user",
+    "foreign_folder",
     "foreign_inside",
     "grow_output_array",
     "is_local",
@@ -970,6 +971,25 @@ def local_kind(url) -> str:
     return _local_state(_real(url))[0]
 
 
+def foreign_folder(url) -> str | None:
+    """What a local folder that is neither a streamproj output nor a model directory holds.
+
+    As :func:`_local_state` says it ("a folder with no zarr.json, holding notes.txt");
+    None for anything else (nothing, an empty folder, a file, an output, a model, a remote
+    URL, an unreadable folder), which its reader describes.
+    """
+    if not is_local(url):
+        return None
+    dest = _real(url)
+    try:
+        if not dest.is_dir() or (dest / _CURRENT).is_file():
+            return None
+        kind, why = _local_state(dest)
+    except OSError:
+        return None
+    return why if kind == "foreign" else None
+
+
 def looks_like_output(url) -> bool:
     """True when ``url`` carries a streamproj output's marks, complete and readable or not.
 
@@ -1345,6 +1365,12 @@ def open_output(url, missing_ok=False):
             raise InputError(msg)
         if dest.is_file():
             msg = f"{url} is a file, not a streamproj projection ({_WRITES_OUT})"
+            raise InputError(msg)
+        # a folder of the user's is named by what it holds (opening it said only "no Zarr
+        # group at OUT"); a zarr.json that is there is left to the checks below
+        held = None if (dest / "zarr.json").exists() else foreign_folder(url)
+        if held is not None:
+            msg = f"{url} is not a streamproj projection ({held}; {_WRITES_OUT})"
             raise InputError(msg)
         group = _open_group(url, "r")
     else:

@@ -1185,6 +1185,21 @@ def test_plot_of_a_model_or_an_input_says_what_it_draws(projected, capsys, given
     assert not (d / "p.png").exists()
 
 
+def test_plot_of_a_folder_of_the_users_says_what_it_holds(projected, capsys):
+    """It said "no Zarr group at F", as if the user had mistyped a Zarr path."""
+    d = projected
+    (d / "mine").mkdir()
+    (d / "mine" / "notes.txt").write_text("mine")
+    code = main(["plot", str(d / "mine"), "--output", str(d / "p.png")])
+    err = one_error_line(capsys)
+    assert code == 2
+    assert (f"{d / 'mine'} is not a streamproj projection (a folder with no zarr.json, holding "
+            "notes.txt; a projection is the Zarr group 'streamproj project MODEL INPUT --output "
+            "OUT' writes)") in err
+    assert not (d / "p.png").exists()
+    assert [p.name for p in (d / "mine").iterdir()] == ["notes.txt"]
+
+
 def test_plot_refuses_a_model_that_did_not_write_the_output(projected, capsys):
     d = projected
     assert main(["fit", str(d / "d.zarr"), "--model", str(d / "other"), "--shrinkage", "0.5"]) == 0
