@@ -1757,9 +1757,15 @@ def refuse_nothing_to_describe(path):
     if not store.is_local(path):
         return  # a remote location's readers say what they found there
     kind = store.local_kind(path)
-    if kind not in ("absent", "empty"):
-        return  # a file or a folder with things in it: the model reader says what is wrong
-    what = f"nothing at {path}" if kind == "absent" else f"{path} is an empty folder"
+    held = store.foreign_folder(path)
+    if held is not None:
+        # the model reader said only "no CURRENT file": not what the folder is
+        what = (f"{path} is neither a streamproj model directory (no CURRENT file) nor an "
+                f"output ({held})")
+    elif kind in ("absent", "empty"):
+        what = f"nothing at {path}" if kind == "absent" else f"{path} is an empty folder"
+    else:
+        return  # a file, a model or an output: its reader says what is wrong
     msg = (f"{what}: info describes a streamproj model directory (written by 'streamproj fit' "
            "or save()) or an output (written by 'streamproj project')")
     raise InputError(msg)

@@ -166,6 +166,28 @@ def test_info_on_nothing_says_what_info_reads(tmp_path, capsys, empty):
     assert sorted(p.name for p in tmp_path.iterdir()) == (["nothere"] if empty else [])
 
 
+@pytest.mark.parametrize(("made", "held"), [
+    ("notes", "a folder with no zarr.json, holding notes.txt"),
+    ("group", "no streamproj attributes in its zarr.json"),
+])
+def test_info_on_a_folder_of_the_users_says_what_it_holds(tmp_path, capsys, made, held):
+    """It said only "F is not a streamproj model directory (no CURRENT file)"."""
+    path = tmp_path / "mine"
+    path.mkdir()
+    if made == "notes":
+        (path / "notes.txt").write_text("mine")
+    else:  # a Zarr group of the user's, e.g. an input
+        (path / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    before = sorted(p.name for p in path.iterdir())
+    assert run("info", path) == 2
+    line = one_error_line(capsys)
+    assert line == (f"streamproj: error: {path} is neither a streamproj model directory (no "
+                    f"CURRENT file) nor an output ({held}): info describes a streamproj model "
+                    "directory (written by 'streamproj fit' or save()) or an output (written "
+                    "by 'streamproj project')")
+    assert sorted(p.name for p in path.iterdir()) == before
+
+
 @pytest.mark.parametrize("command", ["update", "project"])
 def test_a_missing_model_is_said_before_its_inputs_are_read(tmp_path, capsys, command):
     """A mistyped MODEL is named once, with what to do, before a table's label is looked for.
