@@ -1875,9 +1875,11 @@ def _check_job_paths(config):
         if out.path is not None and out.mode != "rewrite":
             store.refuse_foreign_append(out.path, f'[output] mode = "{out.mode}"',
                                         f"[output] path {out.path}")
-        if out.path is not None and store.is_local(out.path) and store.local_kind(out.path) == "foreign":
-            msg = (f"[output] path {out.path} exists and is not a streamproj output; it is "
-                   "never replaced: choose another output")
+        kind, held = (store.local_state(out.path)
+                      if out.path is not None and store.is_local(out.path) else (None, None))
+        if kind == "foreign":  # said with what is there, as an append's refusal says it
+            msg = (f"[output] path {out.path} exists and is not a streamproj output ({held}); it "
+                   "is never replaced: choose another output")
             raise OutputExistsError(msg)
         if out.path is not None and out.mode == "rewrite" and not out.overwrite and (
                 store.local_kind(out.path) != "absent" if store.is_local(out.path)

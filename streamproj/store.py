@@ -99,6 +99,7 @@ __all__ = [
     "grow_output_array",
     "is_local",
     "local_kind",
+    "local_state",
     "looks_like_output",
     "misspelt_url",
     "model_exists",
@@ -966,9 +967,14 @@ def refuse_foreign_append(url, how="--append", shown=None):
         raise OutputExistsError(msg)
 
 
+def local_state(url) -> tuple[str, str | None]:
+    """:func:`local_kind` and, for "foreign", what is there ("a streamproj model directory", …)."""
+    return _local_state(_real(url))
+
+
 def local_kind(url) -> str:
     """What is at a local output path: "absent", "empty", "streamproj" or "foreign"."""
-    return _local_state(_real(url))[0]
+    return local_state(url)[0]
 
 
 def foreign_folder(url) -> str | None:

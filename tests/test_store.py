@@ -149,6 +149,22 @@ def test_append_to_a_folder_of_the_users_says_what_it_holds(setup, capsys, tmp_p
             match="holding n0, n1, n2, n3, n4, … (7 in all)); --append")
 
 
+@pytest.mark.parametrize("mode", ['mode = "rewrite"\n', "", 'mode = "rewrite"\noverwrite = true\n'])
+def test_a_rewriting_job_says_what_a_folder_of_the_users_holds(setup, capsys, tmp_path, mode):
+    # it said only "exists and is not a streamproj output; it is never replaced"
+    d, *_ = setup
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    job = tmp_path / "job.toml"
+    job.write_text(f'[input]\npath = "{d / "d.zarr"}"\n[model]\npath = "{tmp_path / "m2"}"\n'
+                   f'[output]\npath = "notes"\n{mode}')
+    refused(capsys, tmp_path, "run", job, "--no-progress",
+            match=f"[output] path {folder} exists and is not a streamproj output (a folder with "
+                  "no zarr.json, holding notes.txt); it is never replaced: choose another output")
+    assert not (tmp_path / "m2").exists()  # refused before the model step
+
+
 def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tmp_path):
     # the folder is removed with rmdir, which the OS refuses once it holds something
     (tmp_path / "out").mkdir()
