@@ -1551,7 +1551,10 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     for src in srcs:
         _check_features(src, model, model_path)
     if mode != "rewrite":
-        store.refuse_foreign_append(out)  # (opening it said only "no Zarr group at OUT")
+        # (opening it said only "no Zarr group at OUT"); named as the command line and a
+        # Python caller ask for it (the command line's --append is mode="append")
+        how = "--append (mode='append')" if mode == "append" else f"mode={mode!r}"
+        store.refuse_foreign_append(out, how)
     state = None if mode == "rewrite" else _output_state(out)
     reason, drift = None, None
     if state is not None:

@@ -127,7 +127,8 @@ def test_append_to_a_folder_of_the_users_says_what_it_holds(setup, capsys, tmp_p
     (folder / "notes.txt").write_text("mine")
     line = refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", folder,
                    "--append", match=f"{folder} exists and is not a streamproj output (a folder "
-                                     "with no zarr.json, holding notes.txt); --append adds rows")
+                                     "with no zarr.json, holding notes.txt); --append (mode='append') "
+                                     "adds rows")
     assert "left untouched" in line
     # a job in append (or auto) mode says the same, naming its key, before the model step
     for mode in ("append", "auto"):
@@ -147,6 +148,23 @@ def test_append_to_a_folder_of_the_users_says_what_it_holds(setup, capsys, tmp_p
         (folder / f"n{i}").write_text("mine")
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", folder, "--append",
             match="holding n0, n1, n2, n3, n4, … (7 in all)); --append")
+
+
+
+@pytest.mark.parametrize(("mode", "how"), [("append", "--append (mode='append')"),
+                                         ("auto", "mode='auto'")])
+def test_a_python_append_to_a_folder_of_the_users_names_its_mode(setup, tmp_path, mode, how):
+    # it said "--append adds rows" to a Python caller of mode="auto" too
+    from streamproj import jobs
+
+    d, *_ = setup
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(sp.errors.OutputExistsError,
+                       match=re.escape(f"holding notes.txt); {how} adds rows to an output")):
+        jobs.project_model(d / "m", [str(d / "d.zarr")], str(folder), mode=mode)
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
 
 
 @pytest.mark.parametrize("mode", ['mode = "rewrite"\n', "", 'mode = "rewrite"\noverwrite = true\n'])
