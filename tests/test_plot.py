@@ -1162,27 +1162,35 @@ def test_plot_refuses_what_it_cannot_draw_before_reading(projected, capsys, args
     assert (d / "report.png").read_bytes() == b"not mine"
 
 
-@pytest.mark.parametrize(("given", "said"), [
-    ("m2", "m2 is a streamproj model directory, not a projection"),
-    ("d2.zarr", "d2.zarr is not a streamproj projection (no streamproj attributes;"),
-    ("rows.parquet", "rows.parquet is a file, not a streamproj projection"),
+@pytest.mark.parametrize(("given", "said", "held"), [
+    ("m2", "m2 is a streamproj model directory, not a projection", "a streamproj model directory"),
+    ("d2.zarr", "d2.zarr is not a streamproj projection (no streamproj attributes;",
+     "no streamproj attributes in its zarr.json"),
+    ("rows.parquet", "rows.parquet is a file, not a streamproj projection", "it is a file, not a folder"),
 ])
-def test_plot_of_a_model_or_an_input_says_what_it_draws(projected, capsys, given, said):
-    """A newcomer's `plot MODEL` (or plot of the input rows) is told what plot reads."""
+def test_plot_of_a_model_or_an_input_says_what_it_draws(projected, capsys, given, said, held):
+    """A newcomer's `plot MODEL` (or plot of the input rows) is told what plot reads, and
+    `project --append` to one what it appends to."""
     import shutil
 
     d = projected
     shutil.copytree(d / "m", d / "m2")
     shutil.copytree(d / "d.zarr", d / "d2.zarr")
     (d / "rows.parquet").write_bytes(b"PAR1")
+    before = {str(p.relative_to(d)): p.stat().st_mtime_ns for p in d.rglob("*")}
     capsys.readouterr()
-    for args in (["plot", d / given, "--output", d / "p.png"],  # (was: "no Zarr group at m2")
-                 ["project", d / "m", d / "d.zarr", "--output", d / given, "--append"]):
-        assert main([str(a) for a in args]) == 2
-        err = one_error_line(capsys)
-        assert said in err
-        assert "'streamproj project MODEL INPUT --output OUT' writes" in err
+    # (was: "no Zarr group at m2")
+    assert main([str(a) for a in ["plot", d / given, "--output", d / "p.png"]]) == 2
+    err = one_error_line(capsys)
+    assert said in err
+    assert "'streamproj project MODEL INPUT --output OUT' writes" in err
+    assert main([str(a) for a in ["project", d / "m", d / "d.zarr", "--output", d / given,
+                                  "--append"]]) == 2
+    err = one_error_line(capsys)
+    assert f"{given} exists and is not a streamproj output ({held})" in err
+    assert "adds rows to an output written by 'streamproj project', so it was left untouched" in err
     assert not (d / "p.png").exists()
+    assert {str(p.relative_to(d)): p.stat().st_mtime_ns for p in d.rglob("*")} == before
 
 
 def test_plot_of_a_folder_of_the_users_says_what_it_holds(projected, capsys):
