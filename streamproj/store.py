@@ -274,6 +274,15 @@ def check_not_held(url: object, role: str = "output") -> None:
         raise InputError(msg)
 
 
+def _is_model_dir(folder):
+    """Whether ``folder`` is a model directory: its ``CURRENT`` and a ``vNNNNNN`` version.
+
+    (A ``CURRENT`` file alone is other software's too: LevelDB keeps one.)
+    """
+    return (folder / _CURRENT).is_file() and any(
+        _VERSION.match(e.name) and e.is_dir() for e in folder.iterdir())
+
+
 def _holder_above(url):
     """``(kind, folder)`` of the nearest folder above ``url`` that nothing else may be written in.
 
@@ -291,8 +300,7 @@ def _holder_above(url):
                 continue
             seen.add(folder)
             try:
-                if (folder / "CURRENT").is_file() and any(
-                        _VERSION.match(e.name) and e.is_dir() for e in folder.iterdir()):
+                if _is_model_dir(folder):
                     return "model", folder
                 if (folder / ".zarray").is_file():
                     return "Zarr array", folder
@@ -497,15 +505,20 @@ def _swap_in(src, dest):
 def _fill_empty(src, dest, url, role="output"):
     """Put the finished folder ``src`` at ``dest``, an empty folder when the write began.
 
-    Removed with ``rmdir``, which the OS refuses for a folder that is not empty:
-    a file put there during the pass is never lost with the folder (a swap would
-    have deleted it with the old folder). ``role``: "output" or "model", as said
-    in the refusal (an :class:`OutputExistsError` or a :class:`ModelError`).
+    A POSIX ``rename`` replaces an empty folder in one step and refuses one that
+    is not empty: a file put there during the pass is never lost with the folder
+    (a swap would have deleted it with the old folder), and there is no moment
+    with nothing at ``dest`` (``rmdir`` then ``rename`` left one: a kill between
+    them lost the folder). Windows renames onto no folder, so there it is
+    removed with ``rmdir`` first, which refuses a folder that is not empty too.
+    ``role``: "output" or "model", as said in the refusal (an
+    :class:`OutputExistsError` or a :class:`ModelError`).
     """
     try:
-        os.rmdir(dest)
-    except FileNotFoundError:
-        pass
+        if os.name == "nt":
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(dest)
+        os.rename(src, dest)
     except OSError as exc:
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise  # (a mount point, permissions: said by storage_errors)
@@ -513,7 +526,6 @@ def _fill_empty(src, dest, url, role="output"):
         msg = (f"{role} {url} was an empty folder when the write began but now holds something; "
                f"it was left untouched: empty it, or choose {other}")
         raise (OutputExistsError if role == "output" else ModelError)(msg) from None
-    os.rename(src, dest)
     _fsync(dest.parent)
 
 
@@ -928,7 +940,7 @@ def _local_state(dest):
     if not entries:
         return "empty", None
     meta = dest / "zarr.json"
-    if (dest / _CURRENT).is_file() and not meta.is_file():
+    if not meta.is_file() and _is_model_dir(dest):
         return "foreign", "a streamproj model directory"
     if not meta.is_file():
         # named, so the user sees which folder of theirs it is
@@ -989,7 +1001,7 @@ def foreign_folder(url) -> str | None:
     dest = _real(url)
     try:
         if not dest.is_dir() or (dest / _CURRENT).is_file():
-            return None
+            return None  # (a model, or damaged one: the model reader says which)
         kind, why = _local_state(dest)
     except OSError:
         return None

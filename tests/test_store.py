@@ -184,7 +184,7 @@ def test_a_rewriting_job_says_what_a_folder_of_the_users_holds(setup, capsys, tm
 
 
 def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tmp_path):
-    # the folder is removed with rmdir, which the OS refuses once it holds something
+    # the finished folder is renamed onto it, which the OS refuses once it holds something
     (tmp_path / "out").mkdir()
 
     def write():
@@ -198,9 +198,50 @@ def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tm
     assert sorted(os.listdir(tmp_path)) == ["out"]  # (no copy left beside it)
 
 
+def test_an_interrupted_fill_of_an_empty_folder_leaves_the_folder(tmp_path, monkeypatch):
+    """The empty folder is replaced in one rename: interrupted there, it is still there, as it was.
+
+    (rmdir and then rename left a moment with nothing at the path: a kill there lost the
+    user's folder and its permissions.)"""
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o750)
+    rename = os.rename
+
+    def interrupted(src, dst, *args, **kwargs):
+        if os.fspath(dst) == str(out):
+            raise KeyboardInterrupt
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", interrupted)
+    with pytest.raises(KeyboardInterrupt), store.output_group(out, empty_ok=True) as group:
+        group.attrs["x"] = 1
+    monkeypatch.undo()
+    assert out.is_dir()
+    assert os.listdir(out) == []
+    assert out.stat().st_mode & 0o777 == 0o750
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_a_folder_with_a_current_file_and_no_version_is_not_called_a_model(tmp_path):
+    # LevelDB keeps a CURRENT file too: a refusal names what the folder holds instead
+    db = tmp_path / "ldb"
+    db.mkdir()
+    for name in ("CURRENT", "LOCK", "LOG", "MANIFEST-000001", "000003.log"):
+        (db / name).write_text("x")
+    kind, why = store.local_state(db)
+    assert kind == "foreign"
+    assert "model" not in why
+    assert why.startswith("a folder with no zarr.json, holding 000003.log, CURRENT, LOCK")
+    model = tmp_path / "m"
+    X, y = make_classes(n=200, p=3, seed=75)
+    sp.BoundaryProjector().fit(X, y).save(model)
+    assert store.local_state(model) == ("foreign", "a streamproj model directory")
+
+
 def test_an_empty_model_folder_that_gains_a_file_during_the_fit_is_left_untouched(
         tmp_path, capsys, monkeypatch):
-    # as for outputs: the folder is removed with rmdir, not swapped aside and deleted
+    # as for outputs: the finished model is renamed onto the folder, not swapped aside and deleted
     X, y = make_classes(n=200, p=3, seed=74)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
     (tmp_path / "m").mkdir()
