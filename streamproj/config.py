@@ -304,6 +304,12 @@ def _folded(path):
     parent of the link's target, not the folder holding the link: there the path
     is kept as written.
     """
+    parts = path.split(os.sep)
+    last_up = max((i for i, part in enumerate(parts) if part == ".."), default=-1)
+    if any(glob.has_magic(part) for part in parts[:last_up]):
+        # "links/*/..": realpath takes "*" for a folder of that name, not the links it
+        # matches, whose targets' parents ".." names
+        return path
     folded = os.path.normpath(path)
     return folded if os.path.realpath(folded) == os.path.realpath(path) else path
 

@@ -1,3 +1,5 @@
+import glob
+import os
 from pathlib import Path
 
 import pytest
@@ -250,3 +252,18 @@ def test_a_dollar_that_names_no_set_variable_is_part_of_the_name(tmp_path, monke
     monkeypatch.setenv("STREAMPROJ_NO_SUCH_VARIABLE", "x")  # set: meant as a variable, refused
     with pytest.raises(InputError, match="names the environment variable"):
         load_config(path)
+
+
+def test_dot_dot_after_a_pattern_is_kept_for_the_links_it_matches(tmp_path):
+    """``links/*/../shared.zarr`` names each match's target's parent: folded, it named nothing."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "store" / "a").mkdir(parents=True)
+    (tmp_path / "store" / "shared.zarr").mkdir()
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "a").symlink_to(tmp_path / "store" / "a")
+    (tmp_path / "jobs" / "j.toml").write_text(
+        '[input]\npaths = ["../links/*/../shared.zarr"]\n[model]\npath = "../m"\n')
+    config = load_config(tmp_path / "jobs" / "j.toml")
+    assert config.input.paths == [f"{tmp_path / 'jobs'}/../links/*/../shared.zarr"]
+    assert [os.path.realpath(p) for p in glob.glob(config.input.paths[0])] == [
+        str(tmp_path / "store" / "shared.zarr")]
