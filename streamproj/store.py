@@ -502,8 +502,8 @@ def _swap_in(src, dest):
     _fsync(dest.parent)
 
 
-def _fill_empty(src, dest, url, role="output"):
-    """Put the finished folder ``src`` at ``dest``, an empty folder when the write began.
+def _fill_empty(src, dest, url, role="output", was="an empty folder"):
+    """Put the finished folder ``src`` at ``dest``, an empty folder (or nothing) when the write began.
 
     A POSIX ``rename`` replaces an empty folder in one step and refuses one that
     is not empty: a file put there during the pass is never lost with the folder
@@ -512,7 +512,8 @@ def _fill_empty(src, dest, url, role="output"):
     them lost the folder). Windows renames onto no folder, so there it is
     removed with ``rmdir`` first, which refuses a folder that is not empty too.
     ``role``: "output" or "model", as said in the refusal (an
-    :class:`OutputExistsError` or a :class:`ModelError`).
+    :class:`OutputExistsError` or a :class:`ModelError`); ``was``: what was at
+    ``dest`` when the write began, as said there.
     """
     try:
         if os.name == "nt":
@@ -523,7 +524,7 @@ def _fill_empty(src, dest, url, role="output"):
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise  # (a mount point, permissions: said by storage_errors)
         other = "another output" if role == "output" else "another path"
-        msg = (f"{role} {url} was an empty folder when the write began but now holds something; "
+        msg = (f"{role} {url} was {was} when the write began but now holds something; "
                f"it was left untouched: empty it, or choose {other}")
         raise (OutputExistsError if role == "output" else ModelError)(msg) from None
     _fsync(dest.parent)
@@ -1230,8 +1231,9 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None, em
                 zarr.consolidate_metadata(str(tmp))
             if dest.exists():
                 _inherit_permissions(dest, tmp)
-            if kind == "empty":
-                _fill_empty(tmp, dest, url)
+            if kind in ("empty", "absent"):
+                # what another program put there during the pass is refused, not swapped away
+                _fill_empty(tmp, dest, url, was="an empty folder" if kind == "empty" else "nothing")
             else:
                 _swap_in(tmp, dest)
         finally:
@@ -1878,13 +1880,14 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
     if current is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{path.name}.tmp-{_tag()}"
+        was = "an empty folder" if path.exists() else "nothing"
         try:
             os.mkdir(tmp)
             _write_version(tmp / "v000001", meta, stats, solution, summaries)
             _write_pointer(tmp, "v000001")
-            # an empty folder at path (e.g. made by hand) is filled, never swapped away with
-            # whatever was put in it during the fit
-            _fill_empty(tmp, path, typed, role="model")
+            # an empty folder at path (e.g. made by hand), or nothing, is filled, never swapped
+            # away with whatever was put there during the fit
+            _fill_empty(tmp, path, typed, role="model", was=was)
         finally:
             if tmp.exists():
                 _remove(tmp)

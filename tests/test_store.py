@@ -198,6 +198,45 @@ def test_an_empty_folder_that_gains_a_file_during_the_write_is_left_untouched(tm
     assert sorted(os.listdir(tmp_path)) == ["out"]  # (no copy left beside it)
 
 
+@pytest.mark.parametrize("role", ["output", "model"])
+def test_a_folder_made_at_a_new_path_during_the_write_is_left_untouched(tmp_path, capsys,
+                                                                        monkeypatch, role):
+    """Nothing was there when the write began; another program made a folder with a file
+    there meanwhile: refused, the file kept (it was swapped aside and deleted)."""
+    X, y = make_classes(n=200, p=3, seed=76)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
+    if role == "output":
+        assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 0
+    target = tmp_path / ("o.zarr" if role == "output" else "m")
+    consolidate = store.zarr.consolidate_metadata if role == "output" else None
+    write_version = store._write_version
+
+    def meanwhile():
+        target.mkdir()
+        (target / "mine.txt").write_text("made meanwhile")
+
+    if role == "output":
+        def late_consolidate(*args, **kwargs):
+            out = consolidate(*args, **kwargs)
+            meanwhile()
+            return out
+        monkeypatch.setattr(store.zarr, "consolidate_metadata", late_consolidate)
+        argv = ["project", tmp_path / "m", tmp_path / "d.zarr", "--output", target]
+    else:
+        def late_version(*args, **kwargs):
+            write_version(*args, **kwargs)
+            meanwhile()
+        monkeypatch.setattr(store, "_write_version", late_version)
+        argv = ["fit", tmp_path / "d.zarr", "--model", target]
+    capsys.readouterr()
+    assert run(*argv) == 2
+    line = one_error_line(capsys)
+    assert f"{role} {target} was nothing when the write began but now holds something" in line
+    assert os.listdir(target) == ["mine.txt"]
+    assert (target / "mine.txt").read_text() == "made meanwhile"
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(f".{target.name}")]
+
+
 def test_an_interrupted_fill_of_an_empty_folder_leaves_the_folder(tmp_path, monkeypatch):
     """The empty folder is replaced in one rename: interrupted there, it is still there, as it was.
 
