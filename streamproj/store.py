@@ -974,10 +974,14 @@ def refuse_foreign_append(url, how="--append", shown=None):
     with storage_errors(f"output {url}"):
         kind, why = _local_state(_real(url))
     if kind == "foreign":
-        msg = (f"{shown or url} exists and is not a streamproj output ({why}); {how} adds rows "
-               "to an output written by 'streamproj project', so it was left untouched: choose "
-               "another output")
-        raise OutputExistsError(msg)
+        _refuse_foreign_append(shown or url, why, how)
+
+
+def _refuse_foreign_append(named, why, how="--append"):
+    msg = (f"{named} exists and is not a streamproj output ({why}); {how} adds rows "
+           "to an output written by 'streamproj project', so it was left untouched: choose "
+           "another output")
+    raise OutputExistsError(msg)
 
 
 def local_state(url) -> tuple[str, str | None]:
@@ -1201,8 +1205,8 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None, em
     with _locked(url, "output"), storage_errors(f"output {url}"):
         _recover(dest)
         kind, why = _local_state(dest)
-        if append:
-            refuse_foreign_append(url)
+        if append and kind == "foreign":
+            _refuse_foreign_append(url, why)
         if append and kind != "streamproj":
             _refuse_append(url, kind)
         if kind == "foreign":
