@@ -590,6 +590,7 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
     store.check_disjoint(*[("input", _location(s)) for s in srcs],
                          ("boundary file", _boundary_file(params)), ("model", model_path))
     store.check_not_held(model_path, "model")  # (a new model: not inside another's folders)
+    store.check_replaceable(model_path, "model")
     with store.model_lock(model_path):
         existing = _existing_model(model_path)
         if existing is not False and not overwrite:
@@ -1547,6 +1548,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
                            _model_columns(meta))
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
+    store.check_replaceable(out)  # (in the pass, said as the input's error)
     srcs = _match_columns(srcs, model, model_path, meta.get("sources"))
     for src in srcs:
         _check_features(src, model, model_path)

@@ -91,6 +91,7 @@ __all__ = [
     "check_ledger",
     "check_not_held",
     "check_output_reachable",
+    "check_replaceable",
     "check_writable_location",
     "create_output_array",
     "expand_user",
@@ -530,6 +531,46 @@ def _fill_empty(src, dest, url, role="output", was="an empty folder"):
     _fsync(dest.parent)
 
 
+def check_replaceable(url: object, role: str = "output") -> None:
+    """Refuse, before a pass, a local output or new model folder no rename can replace.
+
+    An output folder is always replaced by its finished copy; a model folder
+    only while empty (a model's versions are added inside it). See
+    :func:`_refuse_unreplaceable`; a no-op for object stores.
+    """
+    if not is_local(url):
+        return
+    dest = _real(url)
+    with storage_errors(f"{role} {url}"):
+        if role == "model" and dest.is_dir() and any(dest.iterdir()):
+            return
+        _refuse_unreplaceable(dest, url, role)
+
+
+def _refuse_unreplaceable(dest, url, role="output"):
+    """Refuse, before any work, a folder the finished write could not be renamed onto.
+
+    The current folder (or one holding it): the rename would leave the shell
+    that ran the command in a deleted folder, where a second run said only
+    "No such file or directory". A mount point: no rename replaces it, so the
+    refusal came only after the whole pass. Raises :class:`InputError`.
+    """
+    try:
+        here = Path(os.getcwd())  # (the physical path: symlinks resolved, as ``dest`` is)
+    except OSError:  # the current folder was deleted: it cannot be ``dest``
+        here = None
+    if here is not None and (here == dest or dest in here.parents):
+        which = "is the current folder" if here == dest else "holds the current folder"
+        msg = (f"{role} {url} {which}: a finished write replaces that folder, which would "
+               f"leave your shell in a deleted one; run the command from outside it (from "
+               f"{dest.parent}, name it {dest.name})")
+        raise InputError(msg)
+    if dest.is_dir() and os.path.ismount(dest):
+        msg = (f"{role} {url} is a mount point: a finished write cannot be renamed onto it; "
+               f"name a folder inside it (e.g. {dest / ('out.zarr' if role == 'output' else 'model')})")
+        raise InputError(msg)
+
+
 def _inherit_permissions(old, new):
     """Give the finished copy ``new`` the owner and permissions of the output ``old`` it replaces.
 
@@ -689,6 +730,7 @@ def check_output_reachable(url):
     the model and then fail on the output.
     """
     if is_local(url):
+        check_replaceable(url)
         with _locked(url, "output"):
             return
     fs, root = _fs(url)
@@ -1217,6 +1259,7 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None, em
             _refuse_foreign_entries(url, dest)
         if kind == "streamproj" and expect is not None:
             _check_expected(url, _attrs_of((dest / "zarr.json").read_bytes()), expect)
+        _refuse_unreplaceable(dest, url)
         tmp = dest.parent / f".{dest.name}.tmp-{_tag()}"
         guard, group = _WriteGuard(), None
         try:
@@ -1882,6 +1925,7 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
                "rerun the job")
         raise ModelError(msg)
     if current is None:
+        _refuse_unreplaceable(path, typed, "model")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{path.name}.tmp-{_tag()}"
         was = "an empty folder" if path.exists() else "nothing"

@@ -278,6 +278,49 @@ def test_a_folder_with_a_current_file_and_no_version_is_not_called_a_model(tmp_p
     assert store.local_state(model) == ("foreign", "a streamproj model directory")
 
 
+def test_the_current_folder_is_never_replaced_under_the_shell(setup, capsys, monkeypatch):
+    """An output or new model that is (or holds) the current folder is refused before the pass.
+
+    The finished write is renamed onto the folder: a shell that ran
+    ``project --append .`` from inside it was left in a deleted folder, where
+    the next command said only "No such file or directory".
+    """
+    d, *_ = setup
+    (d / "here").mkdir()
+    monkeypatch.chdir(d / "here")
+    for flag in ("--append", "--overwrite"):
+        refused(capsys, d, "project", d / "m", d / "d.zarr", "--output", ".", flag,
+                match="output . is the current folder: a finished write replaces that folder")
+    refused(capsys, d, "fit", d / "d.zarr", "--model", ".", match="model . is the current folder")
+    (d / "job.toml").write_text(f'[input]\npath = "{d / "d.zarr"}"\n[model]\npath = "m2"\n'
+                                '[output]\npath = "here"\nmode = "append"\n')
+    refused(capsys, d, "run", d / "job.toml", match="is the current folder")  # before the model step
+    assert not (d / "m2").exists()
+    monkeypatch.chdir(d / "o.zarr" / "projection")  # inside an output: --overwrite replaces it
+    refused(capsys, d, "project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite",
+            match=f"output {d / 'o.zarr'} holds the current folder")
+    assert os.getcwd() == str(d / "o.zarr" / "projection")
+    monkeypatch.chdir(d)  # from outside, the same writes go ahead
+    assert run("project", d / "m", d / "d.zarr", "--output", "here", "--append") == 0
+    assert store.open_output(d / "here")["projection"].shape == (300, 2)
+
+
+def test_a_mount_point_is_refused_before_the_pass_not_after_it(setup, capsys, monkeypatch):
+    """No rename replaces a mount point: an empty one was refused only once the pass was done."""
+    d, *_ = setup
+    (d / "mnt").mkdir()
+    mounted = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: str(p) == str(d / "mnt") or mounted(p))
+    computed = []
+    monkeypatch.setattr(sp.jobs, "compute_with_progress",
+                        lambda *a, **k: computed.append(1) or pytest.fail("the pass ran"))
+    refused(capsys, d, "project", d / "m", d / "d.zarr", "--output", d / "mnt", "--append",
+            match=f"output {d / 'mnt'} is a mount point: a finished write cannot be renamed onto "
+                  f"it; name a folder inside it (e.g. {d / 'mnt' / 'out.zarr'})")
+    refused(capsys, d, "fit", d / "d.zarr", "--model", d / "mnt", match="is a mount point")
+    assert not computed
+
+
 def test_an_empty_model_folder_that_gains_a_file_during_the_fit_is_left_untouched(
         tmp_path, capsys, monkeypatch):
     # as for outputs: the finished model is renamed onto the folder, not swapped aside and deleted
