@@ -259,7 +259,7 @@ def _resolve(path, base, file, key, writes=False, source=False):
     if path is None:
         return path
     # "c.h5:/grp/X" starts like a URL "c.h5:" without its '//': judge the file part alone
-    inner = sources._split_inner(path)[1] if source else None
+    inner = sources.split_dataset(path)[1] if source else None
     name, suffix = (path, "") if inner is None else (path[: -len(inner) - 1], f":{inner}")
     if "\0" in path:  # (os: "embedded null byte")
         msg = (f"{file}: {key} {path!r} holds a NUL character (\\u0000), which no "

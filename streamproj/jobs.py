@@ -1871,7 +1871,8 @@ def _check_job_paths(config):
                 continue
             real = os.path.realpath(store.expand_user(target))
             for pattern in [*inp.paths, *(out.inputs or [])]:
-                full = os.path.realpath(store.expand_user(pattern))
+                # an HDF5 pattern matches files: its dataset path (':/X') is no part of them
+                full = os.path.realpath(store.expand_user(sources.split_dataset(pattern)[0]))
                 if any(c in str(pattern) for c in "*?[") and fnmatch.fnmatch(real, full):
                     msg = (f"[input] paths pattern {pattern} matches the {role} {target}: a "
                            "later run would read it as an input; narrow the pattern or move it")

@@ -66,7 +66,8 @@ from .validation import (
 )
 
 __all__ = ["FINGERPRINT_ROWS", "KINDS", "Source", "check_exists", "expand", "input_kind", "listing",
-           "listing_digest", "normalise_url", "open_source", "open_sources", "recorded_options"]
+           "listing_digest", "normalise_url", "open_source", "open_sources", "recorded_options",
+           "split_dataset"]
 
 KINDS = ("zarr", "parquet", "csv", "hdf5", "xarray")
 #: Rows hashed at each end of a source by :meth:`Source.fingerprint`.
@@ -369,6 +370,15 @@ def _split_inner(spec, kind=None):
     if kind == "hdf5" or _suffix_kind(base) == "hdf5":
         return base, spec[cut + 1 :]
     return spec, None
+
+
+def split_dataset(spec: str) -> tuple[str, str | None]:
+    """An input's file and its HDF5 dataset path: ``("c.h5", "/grp/X")`` for ``c.h5:/grp/X``.
+
+    ``(spec, None)`` where ``spec`` names no dataset (only a file with an HDF5
+    suffix is split; a pattern too: ``day-*.h5:/X``).
+    """
+    return _split_inner(os.fspath(spec))
 
 
 def _suffix_kind(path):

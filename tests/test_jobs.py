@@ -93,6 +93,19 @@ def test_a_job_whose_input_glob_matches_its_output_is_refused_before_anything(tm
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["day-0.zarr"]
 
 
+def test_an_hdf5_input_pattern_is_matched_against_the_output_by_its_files(tmp_path):
+    """``day-*.h5:/X`` matches files; its dataset path made it match no output path at all."""
+    h5py = pytest.importorskip("h5py")
+    X, y = make_classes(n=200, p=3, seed=72)
+    (tmp_path / "data").mkdir()
+    with h5py.File(tmp_path / "data" / "day-0.h5", "w") as f:
+        f["X"], f["y"] = X, y
+    config = _job(tmp_path, f"{tmp_path / 'data' / 'day-*.h5'}:/X", tmp_path / "data" / "day-9.h5")
+    with pytest.raises(sp.errors.InputError, match=r"pattern .*day-\*.h5:/X matches the \[output\] path"):
+        jobs.run_job(config)
+    assert not (tmp_path / "m").exists()
+
+
 def test_a_job_refuses_a_foreign_output_before_it_writes_the_model(tmp_path):
     X, y = make_classes(n=200, p=3, seed=73)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
