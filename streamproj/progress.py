@@ -173,7 +173,7 @@ def local_scheduler() -> dict[str, Any]:
     """``dask.compute``'s keyword for the threaded scheduler where no client can be active.
 
     Given no scheduler, ``dask.compute`` looks for a distributed client by
-    importing ``distributed`` (0.12-0.20 s in each new process here, a tenth
+    importing ``distributed`` (0.12-0.20 s in each new process here, 12-20 %
     of reading 2M x 100 rows), which no client can be without. Naming the threaded
     scheduler, dask's own default for arrays and delayed objects, skips that;
     where ``distributed`` is imported already, or dask's config names a
