@@ -706,6 +706,15 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         self.__dict__.pop("_given_classes", None)
         if self.boundary is None:
             result = solvers.lda(stats, self.shrinkage, self._solved_priors(stats))
+            if stats.n_classes == 2 and not np.isfinite(result.mean_decision).all():
+                # a prior of 0 moves the one boundary to infinity: its centre was infinite
+                # and every coordinate after the first NaN, silently
+                lost = _label(stats.classes[int(np.argmin(result.priors))])
+                msg = (f"priors {result.priors.tolist()} give class {lost} no weight, so the "
+                       "two-class LDA boundary lies at infinity (every row is the other class) "
+                       "and there is no boundary to project onto; give both classes a "
+                       "positive prior")
+                raise InputError(msg)
             coef, intercept = result.coef, result.intercept
             basis = solvers.boundary_basis(coef, result.directions)
             fitted = {
