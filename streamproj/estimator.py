@@ -803,7 +803,9 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             import dask.dataframe as dd
         except ImportError:  # dask[dataframe] not installed: the lazy array is the output
             return Z
-        index = X.index if is_dask_frame(X) else None
+        # the rows were cut at the optimised frame's partitions (validation._frame_arrays),
+        # which may be fewer than X's (a filtered Parquet read): its index is cut the same way
+        index = X.optimize().index if is_dask_frame(X) else None
         return dd.from_dask_array(Z, columns=list(self.get_feature_names_out()), index=index)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
