@@ -450,12 +450,14 @@ class LDA:
         decision function in centred form.
     directions : (p, r) for K > 2, r ≤ K-1: the classifier's own Fisher
         directions, ``S_B v = λ Σ v`` with the exact between-class scatter
-        ``S_B / n`` and the covariance used, by decreasing λ. They span every
+        ``S_B / n`` and the covariance used, by decreasing λ, solved in the
+        span of the normals (as many as its numerical rank). They span every
         pairwise boundary normal ``Σ⁻¹(μ_i - μ_j)``. Without shrinkage and with
-        empirical priors they are ``scalings[:, :K-1]``; otherwise
-        scikit-learn's ``scalings`` solve ``(Σ_total - Σ) v = λ Σ v`` with a
-        shrunk total or prior-weighted ``Σ``, whose top directions do not
-        span the boundaries' normals. None for two classes.
+        empirical priors they span ``scalings[:, :K-1]`` where its λ are well
+        above rounding; otherwise scikit-learn's ``scalings`` solve
+        ``(Σ_total - Σ) v = λ Σ v`` with a shrunk total or prior-weighted
+        ``Σ``, whose top directions do not span the boundaries' normals. None
+        for two classes.
     """
 
     classes: np.ndarray
@@ -537,10 +539,11 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     evals, evecs = linalg.eigh(between / np.outer(scale, scale), _correlation(cov, scale))
     evecs = evecs / scale[:, None]
     order = np.argsort(evals)[::-1]
-    if shrinkage is None and _priors_are_empirical(stats.counts, pri):
-        directions = evecs[:, order[: stats.n_classes - 1]]
-    else:
-        directions = _boundary_directions(stats, cov, centred_coef)
+    # Not evecs[:, order[:K-1]], even where they solve the same problem: a pair of classes
+    # nearly coinciding beside a far one has a λ at the eigensolver's rounding of the largest
+    # (its boundary left the axes, 7e-4 off at 1e-6 spreads), and collinear class means give
+    # a λ = 0 whose vector was an axis of noise in place of the best principal direction.
+    directions = _boundary_directions(stats, cov, centred_coef)
     return LDA(*common, evecs[:, order], evals[order], *centred, directions)
 
 

@@ -198,6 +198,44 @@ def test_nearly_coincident_class_means_keep_every_boundary_in_the_axes(separatio
     y = np.repeat(np.arange(3), 3000)
     m = sp.BoundaryProjector(n_components=2).fit(X, y)
     assert outside_the_axes(m, 3) <= 1e-10
+    # scikit-learn's scalings_ span them too (S_B from the class means' deviations)
+    assert sin_angle(m.scalings_[:, :2], m.components_.T) <= 1e-8
+
+
+@pytest.mark.parametrize("separation", [1e-4, 1e-6, 1e-8])
+def test_two_nearly_coincident_classes_beside_a_far_one_keep_their_boundary(separation):
+    # The pair's Fisher λ is at the eigensolver's rounding of the far class's: the axes
+    # taken from the eigenvectors of S_B v = λ S_W v left their boundary 5.6e-7 (1e-4),
+    # 6.7e-4 (1e-6) and 0.13 (1e-8) off the plane
+    rng = np.random.default_rng(26)
+    base = rng.normal(size=(3000, 5)) @ rng.normal(size=(5, 5))
+    base -= base.mean(axis=0)
+    X = np.vstack([base + 10 * rng.normal(size=5), base, base + separation * rng.normal(size=5)])
+    y = np.repeat(np.arange(3), 3000)
+    m = sp.BoundaryProjector(n_components=2).fit(X, y)
+    # (the pair's normal itself keeps only about eps·10/separation of its digits)
+    assert outside_the_axes(m, 3) <= 1e-14 / separation
+
+
+def test_collinear_class_means_leave_the_other_axes_to_the_principal_directions():
+    # Means on one line: S_B has rank 1, and the second eigenvector of S_B v = λ S_W v
+    # (λ = 2e-17, rounding) was taken as an axis: 8 times the reconstruction error of the
+    # best principal direction, which shrinkage=1e-12 gave
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 600)
+    X = rng.normal(size=(600, 5)) * [1, 1, 5, 1, 1]
+    for k in range(3):
+        X[y == k] -= X[y == k].mean(axis=0)
+    X[:, 0] += 3.0 * y
+    m = sp.BoundaryProjector(n_components=2).fit(X, y)
+    w = m.components_[0]
+    P = np.eye(5) - np.outer(w, w)
+    S = (X - X.mean(axis=0)).T @ (X - X.mean(axis=0))
+    best = np.linalg.eigh(P @ S @ P)[1][:, -1]
+    assert sin_angle(m.components_[1:].T, best[:, None]) <= 1e-8
+    assert m.reconstruction_error() == pytest.approx(
+        sp.BoundaryProjector(n_components=2, shrinkage=1e-12).fit(X, y).reconstruction_error(),
+        rel=1e-9)
 
 
 @pytest.mark.parametrize("shrinkage", [None, 0.1, "auto", "oas"])
