@@ -195,7 +195,8 @@ def _frame_arrays(X, y=None):
 def _frame_as_numeric(X):
     """A dask DataFrame whose columns all have numpy numeric dtypes (lazy astype if needed)."""
     dtypes = list(X.dtypes)
-    if all(isinstance(t, np.dtype) and t.kind in "biuf" for t in dtypes):
+    if (all(isinstance(t, np.dtype) and t.kind in "biuf" for t in dtypes)
+            and X._meta.to_numpy().dtype.kind in "biuf"):  # (bools beside numbers: object)
         return X
     bad = [str(c) for c, t in zip(X.columns, dtypes, strict=True)
            if not _numeric_like(t)]

@@ -383,6 +383,17 @@ def test_a_filtered_parquet_frame_transforms_to_a_pandas_frame_with_its_index(tm
     pd.testing.assert_frame_equal(Z, expected)
 
 
+def test_a_dask_frame_of_bool_and_number_columns_fits_as_pandas_does():
+    # each column numeric, but bool beside float makes object rows: "X must hold real numbers"
+    X, y = make_classes(n=200, p=3, k=2, seed=14)
+    df = frame(X).assign(f3=X[:, 0] > 0, f4=(10 * X[:, 1]).astype(np.int64))
+    m = sp.BoundaryProjector().fit(dd.from_pandas(df, npartitions=3), y)
+    ref = sp.BoundaryProjector().fit(df, y)
+    np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-12)
+    np.testing.assert_allclose(m.transform(dd.from_pandas(df, npartitions=3)).compute(),
+                               ref.transform(df), rtol=1e-10, atol=1e-12)
+
+
 def test_dask_frames_whose_rows_do_not_line_up_are_one_clear_error():
     def rows(i):
         return frame(np.random.default_rng(i).normal(size=(100, 3)))
