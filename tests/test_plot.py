@@ -1215,8 +1215,30 @@ def test_plot_refuses_a_model_that_did_not_write_the_output(projected, capsys):
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "c.png"), "--model",
                  str(d / "other"), "--compare-pca"])
     assert code == 2
-    assert "did not write" in one_error_line(capsys)
+    assert "not of the model given" in one_error_line(capsys)
     assert not (d / "c.png").exists()
+
+
+def test_plot_of_an_appended_output_with_its_updated_model_says_so(projected, capsys):
+    """An update gives the model a new id and an append keeps OUT's frame: the refusal said
+    "the model did not write OUT", false of the model's own directory, with no way out."""
+    d = projected
+    X, y = make_coin(n=5_000, seed=7)
+    write_zarr(d / "new.zarr", X, y, chunk_rows=2500)
+    assert main(["update", str(d / "m"), str(d / "new.zarr")]) == 0
+    assert main(["project", str(d / "m"), str(d / "d.zarr"), str(d / "new.zarr"), "--output",
+                 str(d / "o.zarr"), "--append"]) == 0
+    capsys.readouterr()
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "q.png"), "--model",
+                 str(d / "m"), "--qda"])
+    err = one_error_line(capsys)
+    assert code == 2
+    assert "did not write" not in err
+    assert "is in the frame of model id" in err
+    assert f"({d / 'm'} v000001), not of the model given" in err
+    assert "version v000002" in err
+    assert "--output OUT --overwrite), or draw it without --model" in err
+    assert not (d / "q.png").exists()
 
 
 def test_plot_replaces_only_what_it_wrote_in_every_format(projected, capsys, tmp_path):

@@ -16,7 +16,9 @@ matplotlib is imported only when a picture is drawn.
 import contextlib
 
 import numpy as np
+import zarr
 
+from .. import store
 from ..errors import InputError, StreamprojError
 from .figure import PALETTE
 from .reading import coordinates
@@ -69,8 +71,17 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
     if model is not None:
         recorded, given = source.model_id, getattr(model, "model_id_", None)
         if recorded and given and recorded != given:
-            msg = (f"the model (id {given}) did not write {out} (written by model id "
-                   f"{recorded}); give that model, or project with this one first")
+            # An update gives a model a new id while an appended output keeps the frame
+            # it was written in: "did not write" was false for the model's own directory.
+            meta = (out if isinstance(out, zarr.Group) else store.open_output(out)).attrs.get(
+                "streamproj", {})
+            then = " ".join(str(meta[k]) for k in ("model_path", "model_version") if meta.get(k))
+            now = getattr(model, "meta_", {}).get("version")
+            msg = (f"{out} is in the frame of model id {recorded}" + (f" ({then})" if then else "")
+                   + f", not of the model given (id {given}" + (f", version {now}" if now else "")
+                   + "): an update since moved that model (an append keeps OUT's frame), or it "
+                   "is another model; rewrite OUT in this model's frame first (streamproj project "
+                   "MODEL INPUT... --output OUT --overwrite), or draw it without --model")
             raise InputError(msg)
     X = None
     if compare_pca and model is not None:  # (without a model draw_source says what is missing)
