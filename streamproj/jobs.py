@@ -330,7 +330,10 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None
         _refuse_if(ledger.same_rows([e for _, e in given], src), src, "also given")
         head = src.head()
         for other, _ in given:  # an earlier, longer one holding all of src's rows
-            if head is not None and other.n_rows > src.n_rows and other.head() == head:
+            # (or as many: src unlabelled, other labelled, whose fingerprint the first test
+            # compared with its labels)
+            if (head is not None and other.n_rows >= src.n_rows
+                    and other.head(labels=src.label is not None) == head):
                 _refuse_if(ledger.same_rows([_entry_of(src)], other), other, "also given")
         given.append((src, _entry_of(src)))
 

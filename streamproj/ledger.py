@@ -140,24 +140,26 @@ def same_rows(ledger, src, prefix_of=None):
     """
     rows, want = src.n_rows, key_of(src.key())
     others = [e for e in ledger if key_of(e) != want and int(e["rows"]) > 0]
-    alike = [e for e in others if int(e["rows"]) == rows]
-    if alike:
-        mine = src.fingerprint(rows)
-        same = next((e for e in alike if fingerprint_of(e) == mine), None)
-        if same is not None:
-            return same
-    head = src.head() if any(e.get("head") for e in others) else None
-    if head is None:
+
+    def labels(e):
+        # an output's source read without labels holds the same rows as a labelled copy
+        return e.get("y") is not None
+
+    same = next((e for e in others if int(e["rows"]) == rows
+                 and fingerprint_of(e) == src.fingerprint(rows, labels(e))), None)
+    if same is not None:
+        return same
+    if src.head() is None or not any(e.get("head") for e in others):
         return None
     for e in others:
-        if e.get("head") != head or int(e["rows"]) == rows:
+        if e.get("head") != src.head(labels=labels(e)) or int(e["rows"]) == rows:
             continue
         if int(e["rows"]) < rows:
-            if src.fingerprint(int(e["rows"])) == e.get("fingerprint"):
+            if src.fingerprint(int(e["rows"]), labels(e)) == e.get("fingerprint"):
                 return e
             continue
         theirs = prefix_of(e, rows) if prefix_of is not None else None
-        if theirs is not None and theirs == src.fingerprint(rows):
+        if theirs is not None and theirs == src.fingerprint(rows, labels(e)):
             return e
     return None
 

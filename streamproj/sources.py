@@ -187,7 +187,7 @@ class Source:
         x = list(self.x) if isinstance(self.x, tuple) else self.x
         return {"url": self.url, "kind": self.kind, "x": x, "y": self.label}
 
-    def fingerprint(self, rows: int | None = None) -> str:
+    def fingerprint(self, rows: int | None = None, labels: bool = True) -> str:
         """Digest of shape, dtypes and the first and last rows of the first ``rows`` rows.
 
         Reads at most two chunks (those holding the first and last
@@ -200,6 +200,9 @@ class Source:
         ----------
         rows : int, optional
             How many leading rows to cover (default: all).
+        labels : bool
+            False: the digest these rows give read without their labels (an
+            output holds the rows, so an unlabelled reading of them is theirs too).
 
         Returns
         -------
@@ -209,7 +212,7 @@ class Source:
         rows = self._fingerprint_rows(rows)
         if rows not in self._fingerprints:
             self.set_fingerprint(rows, dask.compute(*self.fingerprint_parts(rows), **local_scheduler()))
-        return self._fingerprints[rows]
+        return self._fingerprints[rows if labels else ("rows", rows)]
 
     def _fingerprint_rows(self, rows):
         rows = self.n_rows if rows is None else int(rows)
@@ -244,20 +247,19 @@ class Source:
     def set_fingerprint(self, rows: int | None, values: Sequence[Any]) -> None:
         """Digest the computed :meth:`fingerprint_parts` of ``rows`` and keep it."""
         rows = self._fingerprint_rows(rows)
-        h = hashlib.blake2b(digest_size=16)
         y_dtype = None if self.y is None else self.y.dtype
-        h.update(f"{self.n_features}|{self.X.dtype}|{y_dtype}|{rows}".encode())
-        for part in values:
-            h.update(_bytes_of(np.asarray(part)))
-        self._fingerprints[rows] = h.hexdigest()
+        self._fingerprints[rows] = _digest(f"{self.n_features}|{self.X.dtype}|{y_dtype}|{rows}",
+                                           values)
+        # the same rows read without labels (X's parts come first)
+        self._fingerprints["rows", rows] = _digest(
+            f"{self.n_features}|{self.X.dtype}|None|{rows}", values[:2])
         if rows >= FINGERPRINT_ROWS:  # the first rows are those of every longer prefix
-            head = hashlib.blake2b(f"{self.n_features}|{self.X.dtype}|{y_dtype}|head".encode(),
-                                   digest_size=16)
-            for part in values[::2]:  # X's and y's first rows
-                head.update(_bytes_of(np.asarray(part)))
-            self._fingerprints["head"] = head.hexdigest()
+            self._fingerprints["head"] = _digest(f"{self.n_features}|{self.X.dtype}|{y_dtype}|head",
+                                                 values[::2])  # X's and y's first rows
+            self._fingerprints["rows", "head"] = _digest(
+                f"{self.n_features}|{self.X.dtype}|None|head", values[:1])
 
-    def head(self, rows: int | None = None) -> str | None:
+    def head(self, rows: int | None = None, labels: bool = True) -> str | None:
         """Digest of shape, dtypes and the first :data:`FINGERPRINT_ROWS` rows (None if fewer).
 
         The same for every prefix of at least that many rows (``rows``:
@@ -269,7 +271,7 @@ class Source:
             return None
         if "head" not in self._fingerprints:
             self.fingerprint()
-        return self._fingerprints["head"]
+        return self._fingerprints["head" if labels else ("rows", "head")]
 
     def listing(self) -> str | None:
         """Digest of the listing (names, sizes, modification times) of this source's files.
@@ -299,6 +301,14 @@ class Source:
         if self.files:
             out["files"] = list(self.files)
         return out
+
+
+def _digest(text, parts):
+    """blake2b (16 bytes) of ``text`` and then the bytes of each array in ``parts``."""
+    h = hashlib.blake2b(text.encode(), digest_size=16)
+    for part in parts:
+        h.update(_bytes_of(np.asarray(part)))
+    return h.hexdigest()
 
 
 def _bytes_of(values):

@@ -559,6 +559,32 @@ def test_a_copy_cut_short_of_a_store_merged_with_missing_chunks_is_judged_as_it_
     assert sp.load(d / "m").stats_.n_samples == 300 + 280
 
 
+def test_a_labelled_copy_of_rows_an_output_holds_unlabelled_is_refused(days, capsys):
+    """An output holds rows, not labels: unlabelled rows projected, then a copy of them with
+    their labels (grown, or as many), were appended or written twice, the labels being part
+    of the fingerprint."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    write_zarr(d / "rows.zarr", X[rows(1)])  # new rows, no labels yet
+    jobs.project_model(d / "m", [str(d / "rows.zarr")], d / "o.zarr")
+    write_zarr(d / "labelled.zarr", X[rows(1)], y[rows(1)], chunk_rows=80)
+    write_zarr(d / "grown.zarr", X[rows(1, 2)], y[rows(1, 2)], chunk_rows=80)
+    before = store.open_output(d / "o.zarr").attrs.asdict()
+    for copy, how in (("labelled", "has the same"), ("grown", "starts with the")):
+        assert main(["project", str(d / "m"), str(d / f"{copy}.zarr"), "--output",
+                     str(d / "o.zarr"), "--append"]) == 2
+        err = one_error_line(capsys)
+        assert f"{copy}.zarr {how} 300 rows" in err
+        assert "rows.zarr, which output" in err
+    assert store.open_output(d / "o.zarr").attrs.asdict() == before
+    # given together, in either order
+    for given in (["rows", "grown"], ["labelled", "rows"], ["rows", "labelled"]):
+        assert main(["project", str(d / "m"), *[str(d / f"{g}.zarr") for g in given],
+                     "--output", str(d / "both.zarr")]) == 2
+        assert "also given: its rows would be counted twice" in one_error_line(capsys)
+    assert not (d / "both.zarr").exists()
+
+
 def test_a_copy_is_refused_by_every_path_before_anything_is_written(days, capsys, monkeypatch):
     """An output rewritten in a moved frame, and a nightly run whose output holds rows its model lacks."""
     d, X, y = days
