@@ -1498,7 +1498,8 @@ def _source_ranges(srcs, stamps, out_path):
     out, at = [], 0
     for src, stamp in zip(srcs, stamps, strict=True):
         out.append({**_entry_of(src), "stamp": stamp, "merged": store.timestamp(),
-                    "ranges": [[0, src.n_rows, at]], **ledger.file_fields(src)})
+                    "ranges": [[0, src.n_rows, at]], **ledger.file_fields(src),
+                    **ledger.rows_fields(src)})
         at += src.n_rows
     return out
 
@@ -1718,6 +1719,7 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         for src, start, entry in parts:
             grown = ledger.record(src, src.n_rows, previous=entry, listing=listings[id(src)])
             grown["ranges"] = [*(entry or {}).get("ranges", []), [start, src.n_rows, at]]
+            grown.update(ledger.rows_fields(src, src.n_rows))
             grown.pop("batches", None)
             at += src.n_rows - start
             if entry is None:

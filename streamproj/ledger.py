@@ -47,6 +47,7 @@ __all__ = [
     "prefixes",
     "record",
     "relocated",
+    "rows_fields",
     "same_rows",
     "same_source",
     "stamp",
@@ -142,20 +143,26 @@ def same_rows(ledger, src, prefix_of=None):
     others = [e for e in ledger if key_of(e) != want and int(e["rows"]) > 0]
 
     def labels(e):
-        # an output's source read without labels holds the same rows as a labelled copy
-        return e.get("y") is not None
+        # An output holds rows, not labels: a source read without labels and a labelled copy
+        # of it hold the same rows, compared by the digests of their rows alone
+        return e.get("y") is not None and src.label is not None
+
+    def recorded(e, field):
+        if e.get("y") is not None and src.label is None:
+            return e.get(f"rows_{field}")  # (see rows_fields; an entry from before has none)
+        return fingerprint_of(e) if field == "fingerprint" else e.get(field)
 
     same = next((e for e in others if int(e["rows"]) == rows
-                 and fingerprint_of(e) == src.fingerprint(rows, labels(e))), None)
+                 and recorded(e, "fingerprint") == src.fingerprint(rows, labels(e))), None)
     if same is not None:
         return same
-    if src.head() is None or not any(e.get("head") for e in others):
+    if src.head() is None or not any(recorded(e, "head") for e in others):
         return None
     for e in others:
-        if e.get("head") != src.head(labels=labels(e)) or int(e["rows"]) == rows:
+        if recorded(e, "head") != src.head(labels=labels(e)) or int(e["rows"]) == rows:
             continue
         if int(e["rows"]) < rows:
-            if src.fingerprint(int(e["rows"]), labels(e)) == e.get("fingerprint"):
+            if src.fingerprint(int(e["rows"]), labels(e)) == recorded(e, "fingerprint"):
                 return e
             continue
         theirs = prefix_of(e, rows) if prefix_of is not None else None
@@ -240,6 +247,22 @@ def held_rows(entry, src, what, fix):
                f"changed since; {fix}")
         raise SourceChangedError(msg)
     return rows
+
+
+def rows_fields(src, rows=None):
+    """An output's entry's digests of a labelled source's rows read without labels ({} otherwise).
+
+    An output holds rows, not labels: a later unlabelled copy of these rows is
+    compared by them (:func:`same_rows`), as a labelled copy of rows held
+    unlabelled is by the entry's own fingerprint.
+    """
+    if src.label is None:
+        return {}
+    out = {"rows_fingerprint": src.fingerprint(rows, labels=False)}
+    head = src.head(rows, labels=False)
+    if head is not None:
+        out["rows_head"] = head
+    return out
 
 
 def file_fields(src):

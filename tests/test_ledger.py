@@ -585,6 +585,36 @@ def test_a_labelled_copy_of_rows_an_output_holds_unlabelled_is_refused(days, cap
     assert not (d / "both.zarr").exists()
 
 
+def test_an_unlabelled_copy_of_rows_an_output_took_labelled_is_refused(days, capsys):
+    """The mirror case: an output without labels (its first rows had none) takes labelled rows,
+    then a copy of them without labels (as many, or grown). Its entries record the digests of
+    the rows alone to compare them by."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    write_zarr(d / "first.zarr", X[rows(0)])  # no labels: the output holds none
+    jobs.project_model(d / "m", [str(d / "first.zarr")], d / "o.zarr")
+    write_zarr(d / "labelled.zarr", X[rows(1)], y[rows(1)])
+    assert main(["project", str(d / "m"), str(d / "labelled.zarr"), "--output",
+                 str(d / "o.zarr"), "--append"]) == 0
+    capsys.readouterr()
+    write_zarr(d / "rows.zarr", X[rows(1)], chunk_rows=80)
+    write_zarr(d / "grown.zarr", X[rows(1, 2)], chunk_rows=80)
+    before = store.open_output(d / "o.zarr").attrs.asdict()
+    for copy, how in (("rows", "has the same"), ("grown", "starts with the")):
+        assert main(["project", str(d / "m"), str(d / f"{copy}.zarr"), "--output",
+                     str(d / "o.zarr"), "--append"]) == 2
+        err = one_error_line(capsys)
+        assert f"{copy}.zarr {how} 300 rows" in err
+        assert "labelled.zarr, which output" in err
+    assert store.open_output(d / "o.zarr").attrs.asdict() == before
+    # and a new output written from labelled rows records them too
+    jobs.project_model(d / "m", [str(d / "first.zarr"), str(d / "labelled.zarr")],
+                       d / "p.zarr")
+    entries = store.open_output(d / "p.zarr").attrs["streamproj"]["sources"]
+    assert [("rows_fingerprint" in e, "rows_head" in e) for e in entries] == [
+        (False, False), (True, True)]
+
+
 def test_a_copy_is_refused_by_every_path_before_anything_is_written(days, capsys, monkeypatch):
     """An output rewritten in a moved frame, and a nightly run whose output holds rows its model lacks."""
     d, X, y = days
