@@ -1903,18 +1903,31 @@ def _check_job_paths(config):
 
 @contextlib.contextmanager
 def _input_key_named(config):
-    """An ``[input] paths`` entry that matches nothing is said with its config file and key.
+    """An input error of a job is said with its config file and key, not a command-line flag.
 
-    (Not checked before the model step as ``[output] input`` is: that would list every
-    source twice a night.)
+    An ``[input] paths`` entry that matches nothing (not checked before the model
+    step as ``[output] input`` is: that would list every source twice a night);
+    a missing array, column or label, whose message (shared with the command
+    line) says which flag names it: the ``[input]`` key does in a job.
     """
     try:
         yield
     except InputError as exc:
-        if not str(exc).startswith(("no input matches ", "no such input: ")):
+        text = str(exc)
+        if text.startswith(("no input matches ", "no such input: ")):
+            msg = f"{config.source}: [input] paths: {exc}"
+            raise InputError(msg) from None
+        keyed = _INPUT_FLAGS.sub(lambda m: _INPUT_KEYS[m.group(1)], text)
+        if keyed == text:
             raise
-        msg = f"{config.source}: [input] paths: {exc}"
+        msg = keyed if keyed.startswith(str(config.source)) else f"{config.source}: {keyed}"
         raise InputError(msg) from None
+
+
+# the command line's flags for the [input] keys, as the sources' messages name them
+_INPUT_KEYS = {"x/--y": "[input] x and y", "x": "[input] x", "y": "[input] y",
+               "label": "[input] label", "features": "[input] features"}
+_INPUT_FLAGS = re.compile(r"--(x/--y|x|y|label|features)(?![\w-])")
 
 
 def _check_output_inputs(config):
@@ -2154,7 +2167,7 @@ def run_job(config, progress=None, max_summary_memory=None):
             threshold = _reproject_threshold(out)
             if threshold is not None and steps[1]["drift_deg"] > threshold:
                 # the update moved the model past the threshold: rewritten as project would
-                with clock("project"):
+                with clock("project"), _input_key_named(config):
                     again = project_model(mod.path, inp.paths, out.path, progress=bool(show),
                                           mode=out.mode,
                                           reproject_above=out.reproject_above_degrees,
@@ -2162,7 +2175,7 @@ def run_job(config, progress=None, max_summary_memory=None):
                 if again["output_action"] == "rewritten":
                     steps[1] = again
         elif out.path and len(steps) == 1:  # (two steps: the one pass projected already)
-            with clock("project"):
+            with clock("project"), _input_key_named(config):
                 steps.append(project_model(mod.path, out.inputs or inp.paths, out.path,
                                            overwrite=out.overwrite,
                                            progress=bool(show), mode=out.mode,

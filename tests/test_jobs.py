@@ -106,6 +106,48 @@ def test_an_hdf5_input_pattern_is_matched_against_the_output_by_its_files(tmp_pa
     assert not (tmp_path / "m").exists()
 
 
+def test_a_jobs_missing_array_or_column_is_named_by_its_config_key(tmp_path, capsys):
+    """The sources' messages (shared with the command line) said "name it with --label"."""
+    import pandas as pd
+    from conftest import one_error_line
+    from conftest import run_cli as run
+
+    X, y = make_classes(n=200, p=3, seed=72)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(cls=y)
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
+    cases = [('paths = ["d.csv"]', "has no label column 'y'", "name it with [input] label"),
+             ('paths = ["d.csv"]\nlabel = "cls"\nfeatures = ["a", "zz"]',
+              "has no column 'zz'", "name the features with [input] features"),
+             ('paths = ["d.zarr"]\ny = "cls"', "has no array 'cls'",
+              "name the right one with [input] y"),
+             ('paths = ["d.zarr"]\nx = "XX"', "has no array 'XX'",
+              "name the right one with [input] x")]
+    for i, (inputs, what, key) in enumerate(cases):
+        job = tmp_path / f"job{i}.toml"
+        job.write_text(f'[input]\n{inputs}\n[model]\npath = "m"\n[output]\npath = "o"\n')
+        assert run("run", job) == 2
+        line = one_error_line(capsys)
+        assert line.startswith(f"streamproj: error: {job}: "), line
+        assert what in line, line
+        assert line.endswith(key), line
+        assert "--" not in line, line
+    # the project step's inputs too: a model fitted, then an [output] input without labels
+    (tmp_path / "job.toml").write_text('[input]\npaths = ["d.zarr"]\n[model]\npath = "m"\n')
+    assert run("run", tmp_path / "job.toml") == 0
+    capsys.readouterr()
+    other = zarr.open_group(str(tmp_path / "other.zarr"), mode="w")
+    other.create_array("rows", data=X, chunks=(50, 3))
+    (tmp_path / "job.toml").write_text('[input]\npaths = ["d.zarr"]\n[model]\npath = "m"\n'
+                                       '[output]\npath = "o"\ninput = ["other.zarr"]\n')
+    assert run("run", tmp_path / "job.toml") == 2
+    line = one_error_line(capsys)
+    assert "has no array 'X'" in line, line
+    assert line.endswith("with [input] x"), line
+    assert not (tmp_path / "o").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
 def test_a_job_refuses_a_foreign_output_before_it_writes_the_model(tmp_path):
     X, y = make_classes(n=200, p=3, seed=73)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
