@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from conftest import make_classes
 
+import streamproj as sp
 from streamproj.errors import (
     BadValuesError,
     IncompatibleStatsError,
@@ -232,6 +233,24 @@ def test_overflow_is_reported_as_such():
     X = np.full((4, 2), 1e308)
     with pytest.raises(BadValuesError, match="overflow"):
         ClassStats.from_rows(X, [0, 1, 0, 1])
+
+
+@pytest.mark.parametrize("scale", [1e-154, 1e-160, 1e-162])
+def test_squares_that_underflow_are_reported_not_summed(scale):
+    """A column spread 1e-160 moved probabilities by 1e-4 silently; at 1e-162 it had "no variance"."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    fine = X.copy()
+    fine[:, 1] *= 1e-150  # squares 1e-300: normal numbers, every digit kept
+    got = sp.BoundaryProjector().fit(fine, y)
+    want = sp.BoundaryProjector().fit(X, y)
+    np.testing.assert_allclose(got.predict_proba(fine), want.predict_proba(X), rtol=0, atol=1e-12)
+    X[:, 1] *= scale
+    with pytest.raises(BadValuesError, match="column 1 varies so little within its classes"):
+        ClassStats.from_rows(X, y, row_offset=100)
+    with pytest.raises(BadValuesError, match=r"X rows 0\.\.399: column 1 .* rescale the features"):
+        sp.BoundaryProjector().fit(X, y)
 
 
 @pytest.mark.parametrize(
