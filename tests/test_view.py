@@ -941,6 +941,31 @@ def test_browser_legend_gives_each_classs_rows_and_how_many_are_drawn(page_of, s
     assert problems == []
 
 
+def test_browser_class_names_are_text_in_the_legend_and_the_hover(page_of):
+    # the names went into innerHTML: "<b>big</b>" read "big", and an <img onerror> label ran script
+    from streamproj.plot.picture import Source
+
+    names = np.array(["<=50K", "<b>big</b>", '<img src=x onerror="window.pwned=1">', "a &amp; b"])
+    rng = np.random.default_rng(3)
+    label = np.repeat(np.arange(4), 500)
+    z = rng.normal(size=(2000, 2)) + np.array([[0, 0], [4, 0], [0, 4], [4, 4]])[label]
+    source = Source(Blocks({"z": z, "label": names[label]}), np.sort(names), np.eye(2),
+                    np.zeros(2), np.eye(4, 2), np.zeros(4), ["z0", "z1"], "d", "m", "y")
+    page, problems = page_of(build_view(source))
+    legend = page.eval_on_selector_all("#sp-legend li[data-bucket]",
+                                       "els => els.map(e => e.textContent)")
+    assert legend == [f"{name} (500)" for name in np.sort(names)]
+    assert page.evaluate("window.pwned") is None
+    page.evaluate("window.streamproj.panTo(4, 0)")  # the centre of class "<b>big</b>"
+    box = page.locator("#sp-canvas").bounding_box()
+    r = page.evaluate("window.streamproj.plotRect()")
+    centre = (r["l"] + r["w"] / 2, r["t"] + r["h"] / 2)
+    page.evaluate("([x, y]) => window.streamproj.zoom(0.25, x, y)", centre)  # cells holding it
+    page.mouse.move(box["x"] + centre[0], box["y"] + centre[1])
+    assert "<b>big</b>" in page.inner_text("#sp-tip")
+    assert problems == []  # (the <img> asked for a file "x")
+
+
 def _zoom_to_finest_cell(page, view, px):
     """Zoom about the plot's centre until the finest cells are ``px`` screen pixels a side."""
     s = page.evaluate("window.streamproj.state().s")

@@ -5,6 +5,10 @@
   "use strict";
   const M = JSON.parse(document.getElementById("sp-data").textContent);
   const B = M.names.length;
+  // class names are the data's labels, put into the legend's and the hover's HTML: as text
+  // (a label "<b>x</b>" was drawn bold as "x", and "<img onerror=...>" ran script)
+  const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+  const NAMES = M.names.map((n) => String(n).replace(/[&<>"']/g, (c) => ESC[c]));
   const MIN_ALPHA = 0.25;
   const PAD = { l: 64, r: 12, t: 10, b: 44 };
   const api = { ready: false, errors: [] };
@@ -564,7 +568,7 @@
     let html = "";
     const p = nearestPoint(px, py);
     if (p >= 0) {
-      html += `<b>row ${points.row[p].toLocaleString("en-US", { useGrouping: false })}</b> · ${M.names[points.bucket[p]]}<br>` +
+      html += `<b>row ${points.row[p].toLocaleString("en-US", { useGrouping: false })}</b> · ${NAMES[points.bucket[p]]}<br>` +
         `z = (${fmt(points.xy[2 * p])}, ${fmt(points.xy[2 * p + 1])})<hr style="margin:3px 0">`;
       api.hoverRow = points.row[p];
     } else api.hoverRow = null;
@@ -583,7 +587,7 @@
       present.forEach((k) => {
         const v = c.counts[k];
         if (hidden[k]) hiddenRows += v; else total += v;
-        html += `<tr data-bucket="${k}"${hidden[k] ? ' style="opacity:0.45"' : ""}><td><span class="sw" style="background:${M.colors[k]}"></span>${M.names[k]}${hidden[k] ? " (hidden)" : ""}</td><td class="n" data-count="${v}">${v.toLocaleString()}</td></tr>`;
+        html += `<tr data-bucket="${k}"${hidden[k] ? ' style="opacity:0.45"' : ""}><td><span class="sw" style="background:${M.colors[k]}"></span>${NAMES[k]}${hidden[k] ? " (hidden)" : ""}</td><td class="n" data-count="${v}">${v.toLocaleString()}</td></tr>`;
       });
       html += `<tr data-total="${total}" data-hidden="${hiddenRows}"><td><b>${hiddenRows ? "total shown" : "total"}</b></td><td class="n"><b>${total.toLocaleString()}</b>` +
         `${hiddenRows ? ` (+${hiddenRows.toLocaleString()} hidden)` : ""}</td></tr></table>`;
@@ -642,7 +646,7 @@
     document.getElementById("sp-subtitle").textContent = M.subtitle;
     const ul = document.getElementById("sp-legend");
     const totals = M.totals || M.rows;
-    M.names.forEach((name, k) => {
+    NAMES.forEach((name, k) => {
       if (!totals[k] && k === B - 1) return;
       const li = document.createElement("li");
       li.dataset.bucket = k;
