@@ -1520,6 +1520,21 @@ def test_long_class_names_stay_inside_the_figure_at_any_dpi(dpi):
                for t in fig.texts)
 
 
+def test_class_names_with_dollar_signs_are_drawn_as_written():
+    # two "$" in a name were mathtext: "$\\x$" failed the plot, "$10-$20" was drawn in italics
+    from matplotlib.text import Text
+
+    X, y = make_coin(n=4000)
+    names = np.array(["$\\x$", "price $10-$20"])[y]
+    m = sp.BoundaryProjector().fit(X, names)
+    fig = plot_projection(m, X, names)
+    fig.canvas.draw()  # (where mathtext is parsed)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0].startswith("$\\x$ (")
+    assert legend[1].startswith("price $10-$20 (")
+    assert all(not t.get_parse_math() for t in fig.findobj(Text) if "$" in t.get_text())
+
+
 def test_compare_pca_reopens_an_hdf5_input_as_recorded(tmp_path, capsys):
     h5py = pytest.importorskip("h5py")
     X, y = make_coin(n=3000)

@@ -527,6 +527,12 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
                        0.13 / fig_h], vmax, cell)
     fig.text(0.5 / fig_w, 0.1 / fig_h, "\n".join(text), ha="left", va="bottom", fontsize=8.5,
              color="#222222", linespacing=1.35)
+    # every text here is plain: class names, file and axis names are the user's, and a pair of
+    # "$" in one was mathtext (a label "$10-$20" drawn in italics, "$\x$" failed the plot)
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
     fig.streamproj_axes = main_axes  # type: ignore[attr-defined]  # for tests and callers: the data axes, in drawing order
     fig.streamproj_magnified = later  # type: ignore[attr-defined]  # and the magnified twins, if any
     return fig
