@@ -166,6 +166,19 @@ def test_view_from_python_and_jupyter(tmp_path):
     assert v.save(tmp_path / "v.html") == tmp_path / "v.html"
 
 
+def test_the_pages_placeholders_in_names_and_title_stay_text():
+    # a class named "{{SCRIPT}}" had the script pasted into the page's data: the page did not load
+    import json
+    import re
+
+    payload = {"names": ["{{SCRIPT}}", "{{DATA}}", "{{TITLE}}"], "title": "{{SCRIPT}}"}
+    page = render_page(payload, "data {{DATA}} {{SCRIPT}}")
+    data = re.search(r'<script type="application/json" id="sp-data">(.*?)</script>', page, re.S)
+    assert json.loads(data.group(1)) == payload
+    assert "<title>data {{DATA}} {{SCRIPT}}</title>" in page
+    assert page.count('"use strict"') == 1  # the script once, where it belongs
+
+
 def test_a_few_far_rows_do_not_set_the_views_cells():
     # 0.05 % of the rows 10^4 times further out: the extent took them in, and its finest
     # cell held nearly every other row

@@ -166,7 +166,9 @@ def render_page(payload, title):
     script = (pkg / "view.js").read_text(encoding="utf-8")
     data = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
     import html
+    import re
 
-    return (template.replace("{{TITLE}}", html.escape(title))
-            .replace("{{DATA}}", data)
-            .replace("{{SCRIPT}}", script))
+    # in one pass over the template: a class named "{{SCRIPT}}" (or a title "{{DATA}}") had the
+    # script pasted into the data, and the page did not load
+    parts = {"TITLE": html.escape(title), "DATA": data, "SCRIPT": script}
+    return re.sub(r"\{\{(TITLE|DATA|SCRIPT)\}\}", lambda m: parts[m.group(1)], template)
