@@ -28,6 +28,8 @@ in a hidden sibling and renamed into place.
 *Object-store model* (``s3://…/MODEL``): the same layout; ``CURRENT`` is one
 small object written last with a single PUT (atomic on S3), and before it is
 written the job checks that nobody moved ``CURRENT`` since it read the model.
+A version's first object is created only where none is (``If-None-Match``), so
+two jobs that chose the same version name never write into one version.
 
 *Local output*: written in a hidden sibling ``.OUT.tmp-…`` and swapped into
 place at the end — on Linux with one ``renameat2(RENAME_EXCHANGE)`` (atomic),
@@ -2002,10 +2004,17 @@ def _write_remote_model(url, meta, stats, solution, base, summaries=None):
         files = _version_files(meta, stats, solution)
         if summaries is not None:  # objects have no links: one NPZ of every source's summary
             files["summaries.npz"] = _summaries_bytes(summaries)
-        for file, data in files.items():
+        (first, data), *rest = files.items()
+        if not _claim(fs, f"{root}/{name}/{first}", data):
+            msg = (f"model {url} is being written by another job (its version {name}); rerun "
+                   "this job when that one has finished")
+            raise ModelError(msg)
+        for file, data in rest:
             fs.pipe_file(f"{root}/{name}/{file}", data)
-        if _remote_current(fs, root) != current:
-            fs.rm(f"{root}/{name}", recursive=True)
+        now = _remote_current(fs, root)
+        if now != current:
+            if now != name:  # (a writer that did not claim the name may have committed it)
+                fs.rm(f"{root}/{name}", recursive=True)
             msg = f"model {url} was changed by another job while this one wrote; rerun the job"
             raise ModelError(msg)
         fs.pipe_file(f"{root}/{_CURRENT}", (name + "\n").encode())  # the switch: one PUT
@@ -2016,6 +2025,28 @@ def _write_remote_model(url, meta, stats, solution, base, summaries=None):
             if n < _version_number(current or "v000000") or _old_remote(fs, f"{root}/{other}"):
                 fs.rm(f"{root}/{other}", recursive=True)
     return name
+
+
+def _claim(fs, path, data):
+    """Write ``path`` only if no object is there (S3's If-None-Match); False when one is.
+
+    Two jobs on different machines that read the same ``CURRENT`` pick the same
+    version name: unclaimed, the later one's files replaced the earlier one's,
+    and the one refused then removed the version the other had made current.
+    A store that does not take the condition gets a plain PUT, as before.
+    """
+    if "s3" not in fs.protocol:
+        fs.pipe_file(path, data)
+        return True
+    try:
+        fs.pipe_file(path, data, mode="create")
+    except FileExistsError:
+        return False
+    except Exception as exc:
+        if not _is_expected(exc):
+            raise
+        fs.pipe_file(path, data)  # (the condition refused, not the write: a plain PUT)
+    return True
 
 
 def _old_remote(fs, path):

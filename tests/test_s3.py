@@ -310,3 +310,34 @@ def test_a_local_folder_moved_to_s3_is_relocated_and_skipped_there(bucket, tmp_p
         assert close(getattr(got, name), getattr(ref, name)), name
     assert jobs.project_model(model, glob, out, mode="append",
                               reproject_above=90)["rows_written"] == 300
+
+
+def test_two_machines_updating_one_s3_model_leave_it_readable(bucket, tmp_path, capsys, monkeypatch):
+    # Two jobs on different machines (no shared lock) read the same CURRENT and picked the
+    # same version name: the later one's files replaced the first one's committed version,
+    # and its refusal then removed that version, so CURRENT named nothing and the model was lost.
+    X, y = make_classes(n=600, p=3, seed=58)
+    for i in range(3):
+        s3_zarr(f"{bucket}/d{i}.zarr", X[i * 200:(i + 1) * 200], y[i * 200:(i + 1) * 200])
+    model = f"{bucket}/m"
+    assert main(["fit", f"{bucket}/d0.zarr", "--model", model]) == 0
+    locks = iter(range(100))  # every job its own lock file, as on another machine
+    monkeypatch.setattr(store, "_lock_path", lambda url: tmp_path / f"{next(locks)}.lock")
+    real, other = store._version_files, []
+
+    def the_other_machine_commits_first(*args):
+        if not other:  # this job has read CURRENT and chosen its version's name
+            other.append(None)
+            other[0] = main(["update", model, f"{bucket}/d1.zarr"])
+        return real(*args)
+
+    monkeypatch.setattr(store, "_version_files", the_other_machine_commits_first)
+    capsys.readouterr()
+    assert main(["update", model, f"{bucket}/d2.zarr"]) == 2
+    assert other == [0]
+    assert "another job" in one_error_line(capsys)
+    got = sp.load(model)
+    assert [e["url"] for e in got.meta_["sources"]] == [f"{bucket}/d0.zarr", f"{bucket}/d1.zarr"]
+    ref = sp.BoundaryProjector().fit(X[:400], y[:400])
+    for name in ("coef_", "components_", "center_"):
+        assert close(getattr(got, name), getattr(ref, name)), name
