@@ -1359,6 +1359,12 @@ def _remote_output(url, overwrite, attrs, append=False, expect=None):
         with _remote_errors(f"output {url}"):
             group.attrs["complete"] = True
             previous = _remote_state(fs, root)
+            if (previous[1] or {}).get("current") != (pointer or {}).get("current"):
+                # another machine switched it while this job wrote: switching now would drop
+                # the rows that job added (and it removed the version this one started from)
+                kind = "taken"  # (its pointer is not ours to remove)
+                msg = f"output {url} was changed by another job while this one wrote; rerun the job"
+                raise OutputExistsError(msg)
             fs.pipe_file(f"{root}/zarr.json", _pointer_bytes(version))  # the switch
             keep = {version, "zarr.json"}
             for entry in fs.ls(root, detail=False):

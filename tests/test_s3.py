@@ -341,3 +341,33 @@ def test_two_machines_updating_one_s3_model_leave_it_readable(bucket, tmp_path, 
     ref = sp.BoundaryProjector().fit(X[:400], y[:400])
     for name in ("coef_", "components_", "center_"):
         assert close(getattr(got, name), getattr(ref, name)), name
+
+
+def test_two_machines_appending_to_one_s3_output_lose_no_rows(bucket, tmp_path, capsys, monkeypatch):
+    # Two appends on different machines started from the same version: the later switch
+    # replaced the earlier one's, whose rows were gone although it said it had appended them.
+    X, y = make_classes(n=600, p=3, seed=59)
+    for i in range(3):
+        s3_zarr(f"{bucket}/d{i}.zarr", X[i * 200:(i + 1) * 200], y[i * 200:(i + 1) * 200])
+    model, out = f"{bucket}/m", f"{bucket}/out.zarr"
+    assert main(["fit", f"{bucket}/d0.zarr", "--model", model]) == 0
+    assert main(["project", model, f"{bucket}/d0.zarr", "--output", out]) == 0
+    locks = iter(range(100))  # every job its own lock file, as on another machine
+    monkeypatch.setattr(store, "_lock_path", lambda url: tmp_path / f"{next(locks)}.lock")
+    real, other = store._register_guard, []
+
+    def the_other_machine_appends_meanwhile(*args):
+        if not other:  # this job has read the pointer and copied the version it names
+            other.append(None)
+            other[0] = main(["project", model, f"{bucket}/d1.zarr", "--output", out, "--append"])
+        return real(*args)
+
+    monkeypatch.setattr(store, "_register_guard", the_other_machine_appends_meanwhile)
+    capsys.readouterr()
+    assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--append"]) == 2
+    assert other == [0]
+    assert "changed by another job" in one_error_line(capsys)
+    ref = sp.load(model).transform(X)
+    np.testing.assert_allclose(store.open_output(out)["projection"][:], ref[:400], rtol=1e-12, atol=1e-12)
+    assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--append"]) == 0  # rerun
+    np.testing.assert_allclose(store.open_output(out)["projection"][:], ref, rtol=1e-12, atol=1e-12)
