@@ -570,6 +570,29 @@ def test_classes_mostly_outside_are_named_and_a_few_rows_are_ticks_not_spikes():
     assert margin.get_ylim()[1] < 1.2 * top
 
 
+def test_a_pair_grid_counts_the_rows_missing_from_some_panel_not_the_worst_panels():
+    # rows far on z[1], z[2] and z[3] alone: the note said the worst panel's 10, while 15 rows
+    # were missing from some panel
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(20_000, 5)) * [3.0, 2.0, 1.5, 1.0, 0.5]
+    y = (X[:, 0] > 0).astype(int)
+    m = sp.BoundaryProjector(n_components=4).fit(X, y)
+    far = np.vstack([m.center_ + 60.0 * np.abs(m.components_[a]).max() ** -1 * m.components_[a]
+                     for a in (1, 2, 3) for _ in range(5)])
+    X2, y2 = np.vstack([X, far]), np.concatenate([y, np.zeros(15, dtype=int)])
+    z = m.transform(X2)
+    fig = plot_projection(m, X2, y2)
+    summary = fig.streamproj_summary
+    lim = summary.limits
+    axes = sorted({a for pair in summary.pairs for a in pair})
+    missing = ((z[:, axes] < lim[axes, 0]) | (z[:, axes] >= lim[axes, 1])).any(axis=1)
+    assert missing.sum() == 15
+    assert max(summary.outside.values()) < 15
+    assert summary.outside_any == 15
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert f"15 of {len(X2):,} rows (0.07%) fall outside some panel and are not drawn there" in text
+
+
 def test_far_outliers_are_said_to_be_far_not_only_counted():
     # 5 rows a million units out were "5 of 200,000 rows (0.00%) fall outside" and no more
     rng = np.random.default_rng(6)

@@ -581,7 +581,7 @@ def _class_legend(names, rows, colors, most=LEGEND_CLASSES):
 def _classes_outside(summary, share=0.1, most=3):
     """Notes for the classes of which ``share`` or more of the rows fall outside some panel."""
     cm, rows = summary.classmap, summary.rows
-    worst = np.max(np.stack(list(summary.outside_rows.values())), axis=0)
+    worst = summary.outside_any_rows
     hit = [k for k in np.argsort(-worst / np.maximum(rows, 1), kind="stable")
            if rows[k] and worst[k] >= share * rows[k]]
     lines = [f"class {cm.names[k]}: {worst[k]:,} of its {rows[k]:,} rows "
@@ -724,13 +724,13 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         notes.append(f"{judged}: the best line of its own in the plane of z[0], z[1] disagrees "
                      f"with the classifier on {1 - summary.agree_own / summary.predicted:.1%} "
                      "of rows")
-    outside = max(summary.outside.values())
+    outside = summary.outside_any
     notes.extend(_classes_outside(summary))
     if outside:
         notes.extend(_far_rows(summary, sorted({a for _, _, p in placed for a in p})))
     notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "
                  f"padded 5 %; {outside:,} of {n:,} rows ({outside / max(n, 1):.2%}) fall outside "
-                 "and are not drawn")
+                 + ("and are not drawn" if len(placed) == 1 else "some panel and are not drawn there"))
     if legend_note:
         notes.append(legend_note)
     if cm.n_buckets - 1 < len(source.classes):
