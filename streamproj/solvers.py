@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 from scipy import linalg
 from scipy.linalg import blas
 
-from .errors import InputError, SingularScatterError, StreamprojWarning
+from .errors import BadValuesError, InputError, SingularScatterError, StreamprojWarning
 
 if TYPE_CHECKING:  # annotations only: the solvers take any object with ClassStats' fields
     from .stats import ClassStats
@@ -475,6 +475,22 @@ class LDA:
     directions: np.ndarray | None = None
 
 
+def _refuse_underflow(stats):
+    """Refuse a summary whose within-class squares of a feature average below float64's normal range.
+
+    Such squares keep fewer digits the smaller they are (a feature spread 1e-160
+    moved probabilities by 1e-4, silently; at 1e-162 it had "no variance").
+    Judged on the whole summary: a chunk or a day where a feature is nearly
+    constant loses digits that the other rows' larger squares make negligible.
+    """
+    diag = np.diag(stats.within)
+    tiny = np.flatnonzero((diag > 0) & (diag < stats.n_samples * np.finfo(np.float64).tiny))
+    if tiny.size:
+        msg = (f"feature {int(tiny[0])} varies so little within its classes (by less than about "
+               "1e-154) that its squares underflow float64 and lose digits; rescale the features")
+        raise BadValuesError(msg)
+
+
 def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | None = None,
         *, check_singular: bool = True) -> LDA:
     """Linear discriminant analysis (scikit-learn's "eigen" solver) from summaries.
@@ -491,6 +507,8 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     loaded from its record): the result is the same.
     """
     _check_classes(stats, "LDA")
+    if check_singular:  # (a saved model's summary was solved before: it loads as it did)
+        _refuse_underflow(stats)
     shrinkage = validate_shrinkage(shrinkage)
     pri = class_priors(stats.counts, priors)
     cov = within_covariance(stats, shrinkage, priors)
@@ -690,6 +708,7 @@ def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = 
     """
     _check_classes(stats, "QDA")
     stats.require("per_class", "QDA")
+    _refuse_underflow(stats)
     if not 0 <= reg_param <= 1:
         msg = f"reg_param must be in [0, 1]; got {reg_param!r}"
         raise InputError(msg)

@@ -694,21 +694,10 @@ def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
     # one look there catches NaN, inf and overflow anywhere in the chunk.
     (means, residuals), within, *per_class = moments
     class_scatter, m21, m22 = per_class if per_class else (None, None, None)
-    diagonal = _upper_diagonal(within, X.shape[1])
-    if not (np.isfinite(diagonal).all() and np.isfinite(means).all()):
+    if not (np.isfinite(_upper_diagonal(within, X.shape[1])).all() and np.isfinite(means).all()):
         check_finite(_cast_rows(X, decode), row_offset, names[0])
         msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} are too large: "
                "their squares overflow float64; rescale the features")
-        raise BadValuesError(msg)
-    # Squares below float64's smallest normal number keep fewer digits the smaller they are
-    # (a column spread 1e-160 moved probabilities by 1e-4, silently): where they average
-    # below it, the scatter has lost digits
-    tiny = (diagonal > 0) & (diagonal < X.shape[0] * np.finfo(np.float64).tiny)
-    if tiny.any():
-        j = int(np.flatnonzero(tiny)[0])
-        msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1}: column {j} varies "
-               "so little within its classes (by less than about 1e-154) that its squares "
-               "underflow float64 and lose digits; rescale the features")
         raise BadValuesError(msg)
     return ClassStats(classes, counts, means, within, class_scatter, m21, m22, residuals)
 

@@ -247,10 +247,23 @@ def test_squares_that_underflow_are_reported_not_summed(scale):
     want = sp.BoundaryProjector().fit(X, y)
     np.testing.assert_allclose(got.predict_proba(fine), want.predict_proba(X), rtol=0, atol=1e-12)
     X[:, 1] *= scale
-    with pytest.raises(BadValuesError, match="column 1 varies so little within its classes"):
-        ClassStats.from_rows(X, y, row_offset=100)
-    with pytest.raises(BadValuesError, match=r"X rows 0\.\.399: column 1 .* rescale the features"):
+    with pytest.raises(BadValuesError, match="feature 1 varies so little within its classes"):
         sp.BoundaryProjector().fit(X, y)
+    with pytest.raises(BadValuesError, match="feature 1 .* rescale the features"):
+        sp.StreamingQDA().fit(X, y)
+
+
+def test_a_chunk_where_a_column_is_tiny_is_judged_with_the_others():
+    # Refused chunk by chunk, the same rows fitted in one piece and failed in 100-row chunks
+    # (the found review case: a column near 1e-161 in one chunk, normal elsewhere)
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] > 0).astype(int)
+    X[100:200, 2] = 1e-161 * rng.normal(size=100)
+    whole = sp.BoundaryProjector().fit(X, y)
+    chunked = sp.BoundaryProjector(chunk_rows=100).fit(X, y)
+    np.testing.assert_allclose(chunked.coef_, whole.coef_, rtol=1e-12)
+    ClassStats.from_rows(X[100:200], y[100:200])  # (a part alone is summarised as it is)
 
 
 @pytest.mark.parametrize(
