@@ -28,8 +28,9 @@ in a hidden sibling and renamed into place.
 *Object-store model* (``s3://…/MODEL``): the same layout; ``CURRENT`` is one
 small object written last with a single PUT (atomic on S3), and before it is
 written the job checks that nobody moved ``CURRENT`` since it read the model.
-A version's first object is created only where none is (``If-None-Match``), so
-two jobs that chose the same version name never write into one version.
+On S3 a version's first object is created only where none is (``If-None-Match``),
+so two jobs that chose the same version name never write into one version (a
+store that does not implement the condition, and other stores, get a plain PUT).
 
 *Local output*: written in a hidden sibling ``.OUT.tmp-…`` and swapped into
 place at the end — on Linux with one ``renameat2(RENAME_EXCHANGE)`` (atomic),
@@ -2048,10 +2049,15 @@ def _claim(fs, path, data):
         fs.pipe_file(path, data, mode="create")
     except FileExistsError:
         return False
-    except Exception as exc:
-        if not _is_expected(exc):
+    except OSError as exc:
+        # s3fs names only AWS's own refusal FileExistsError: a store's 412 without the
+        # condition named, or 409 (a conditional write racing another), is the name taken too
+        code = getattr(exc.__cause__, "response", {}).get("Error", {}).get("Code")
+        if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        if code != "NotImplemented":
             raise
-        fs.pipe_file(path, data)  # (the condition refused, not the write: a plain PUT)
+        fs.pipe_file(path, data)  # a store without conditional writes: a plain PUT, as before
     return True
 
 

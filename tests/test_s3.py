@@ -371,3 +371,34 @@ def test_two_machines_appending_to_one_s3_output_lose_no_rows(bucket, tmp_path, 
     np.testing.assert_allclose(store.open_output(out)["projection"][:], ref[:400], rtol=1e-12, atol=1e-12)
     assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--append"]) == 0  # rerun
     np.testing.assert_allclose(store.open_output(out)["projection"][:], ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("code", "claimed", "plain"), [
+    ("PreconditionFailed", False, False),  # a store's 412 without the condition named
+    ("ConditionalRequestConflict", False, False),  # AWS's 409: another conditional write races
+    ("NotImplemented", True, True),  # no conditional writes: a plain PUT, as before
+    ("InternalError", None, False),  # anything else is an error, never a plain PUT over it
+])
+def test_a_version_claim_refused_by_the_store_is_never_a_plain_put_over_it(code, claimed, plain):
+    botocore = pytest.importorskip("botocore.exceptions")
+
+    class Store:
+        protocol = ("s3", "s3a")
+
+        def __init__(self):
+            self.puts = []
+
+        def pipe_file(self, path, data, mode="overwrite"):
+            if mode == "create":
+                exc = OSError(5, code)
+                exc.__cause__ = botocore.ClientError({"Error": {"Code": code}}, "PutObject")
+                raise exc
+            self.puts.append(path)
+
+    fs = Store()
+    if claimed is None:
+        with pytest.raises(OSError, match=code):
+            store._claim(fs, "b/m/v000002/model.json", b"{}")
+    else:
+        assert store._claim(fs, "b/m/v000002/model.json", b"{}") is claimed
+    assert fs.puts == (["b/m/v000002/model.json"] if plain else [])
