@@ -1924,10 +1924,12 @@ def _input_key_named(config):
         raise InputError(msg) from None
 
 
-# the command line's flags for the [input] keys, as the sources' messages name them
+# the command line's flags for the [input] keys, as the sources' messages name them; a flag
+# stands alone (after a space, '(' or '/': "--features/--label"), never inside a path's or a
+# column's name ("day--x.zarr", "'run--label'"), which the message quotes as given
 _INPUT_KEYS = {"x/--y": "[input] x and y", "x": "[input] x", "y": "[input] y",
                "label": "[input] label", "features": "[input] features"}
-_INPUT_FLAGS = re.compile(r"--(x/--y|x|y|label|features)(?![\w-])")
+_INPUT_FLAGS = re.compile(r"(?<![\w.'\"-])--(x/--y|x|y|label|features)(?![\w.-])")
 
 
 def _check_output_inputs(config):

@@ -148,6 +148,24 @@ def test_a_jobs_missing_array_or_column_is_named_by_its_config_key(tmp_path, cap
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_a_jobs_input_named_like_a_flag_keeps_its_name_in_the_message(tmp_path, capsys):
+    """The flags became keys inside names too: "run--label.csv" was said as "run[input] label.csv"."""
+    import pandas as pd
+    from conftest import one_error_line
+    from conftest import run_cli as run
+
+    X, y = make_classes(n=200, p=3, seed=72)
+    (tmp_path / "exp--x").mkdir()
+    pd.DataFrame(X, columns=["a", "b", "c"]).to_csv(tmp_path / "exp--x" / "run--label.csv",
+                                                      index=False)
+    job = tmp_path / "job.toml"
+    job.write_text('[input]\npaths = ["exp--x/run--label.csv"]\n[model]\npath = "m"\n')
+    assert run("run", job) == 2
+    line = one_error_line(capsys)
+    assert f"{tmp_path / 'exp--x' / 'run--label.csv'} has no label column 'y'" in line, line
+    assert line.endswith("name it with [input] label"), line
+
+
 def test_a_job_refuses_a_foreign_output_before_it_writes_the_model(tmp_path):
     X, y = make_classes(n=200, p=3, seed=73)
     write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=50)
