@@ -328,12 +328,12 @@ def _refuse_copies(srcs, holder, held=(), dropped=(), fix=None, dropped_fix=None
                 (dropped, f"which {holder} dropped before (forget, or its window)", dropped_fix)):
             _refuse_if(ledger.same_rows(entries, src, prefix_of), src, whose, how)
         _refuse_if(ledger.same_rows([e for _, e in given], src), src, "also given")
-        head = src.head()
+        head = src.head(labels=False)
         for other, _ in given:  # an earlier, longer one holding all of src's rows
             # (or as many: src unlabelled, other labelled, whose fingerprint the first test
-            # compared with its labels)
+            # compared with its labels). Their rows alone: same_rows judges the labels
             if (head is not None and other.n_rows >= src.n_rows
-                    and other.head(labels=src.label is not None) == head):
+                    and other.head(labels=False) == head):
                 _refuse_if(ledger.same_rows([_entry_of(src)], other), other, "also given")
         given.append((src, _entry_of(src)))
 
@@ -358,7 +358,8 @@ def _refuse_if(same, src, whose, fix=None):
 
 def _entry_of(src):
     """What :func:`ledger.same_rows` compares of a source not in any ledger yet."""
-    return {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(), "head": src.head()}
+    return {**src.key(), "rows": src.n_rows, "fingerprint": src.fingerprint(), "head": src.head(),
+            **ledger.rows_fields(src)}
 
 
 def _moved_fix(relocate, what):
@@ -1498,8 +1499,7 @@ def _source_ranges(srcs, stamps, out_path):
     out, at = [], 0
     for src, stamp in zip(srcs, stamps, strict=True):
         out.append({**_entry_of(src), "stamp": stamp, "merged": store.timestamp(),
-                    "ranges": [[0, src.n_rows, at]], **ledger.file_fields(src),
-                    **ledger.rows_fields(src)})
+                    "ranges": [[0, src.n_rows, at]], **ledger.file_fields(src)})
         at += src.n_rows
     return out
 

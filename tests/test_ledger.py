@@ -585,6 +585,20 @@ def test_a_labelled_copy_of_rows_an_output_holds_unlabelled_is_refused(days, cap
     assert not (d / "both.zarr").exists()
 
 
+def test_a_labelled_prefix_given_with_its_unlabelled_rows_is_refused(days, capsys):
+    """Given together in one command: the unlabelled 600 rows and a labelled copy of their
+    first 300 were written as 900 rows, in either order (the heads were compared with labels)."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    write_zarr(d / "rows.zarr", X[rows(1, 2)])
+    write_zarr(d / "labelled.zarr", X[rows(1)], y[rows(1)], chunk_rows=80)
+    for given in (["rows", "labelled"], ["labelled", "rows"]):
+        assert main(["project", str(d / "m"), *[str(d / f"{g}.zarr") for g in given],
+                     "--output", str(d / "both.zarr")]) == 2
+        assert "also given: its rows would be counted twice" in one_error_line(capsys)
+    assert not (d / "both.zarr").exists()
+
+
 def test_an_unlabelled_copy_of_rows_an_output_took_labelled_is_refused(days, capsys):
     """The mirror case: an output without labels (its first rows had none) takes labelled rows,
     then a copy of them without labels (as many, or grown). Its entries record the digests of
