@@ -559,7 +559,8 @@ def _refuse_unreplaceable(dest, url, role="output"):
     refusal came only after the whole pass. Raises :class:`InputError`.
     """
     try:
-        here = Path(os.getcwd())  # (the physical path: symlinks resolved, as ``dest`` is)
+        here = Path(os.path.realpath(os.getcwd()))  # (resolved as ``dest`` is: Windows keeps
+        # a subst drive or a junction in getcwd)
     except OSError:  # the current folder was deleted: it cannot be ``dest``
         here = None
     if here is not None and (here == dest or dest in here.parents):
