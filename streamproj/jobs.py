@@ -53,7 +53,7 @@ from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
 from .stats import PASS1_KERNELS, ClassStats
-from .validation import as_dask_labels, as_dask_rows, check_discrete_classes
+from .validation import check_discrete_classes
 
 __all__ = [
     "check_config",
@@ -149,16 +149,6 @@ def _looks_zarr(url):
         (path / n).exists() for n in ("zarr.json", ".zgroup"))
 
 
-def _open_zarr_allowing_missing(url, x, y, require_y):
-    X, Y = store.open_input(url, x, y, require_y=require_y, allow_missing_chunks=True)
-    names = (f"{url}/{x}", f"{url}/{y}")
-    rows = as_dask_rows(X, None, names[0])
-    labels = None if Y is None else as_dask_labels(Y, rows.chunks[0], names)
-    return Source(spec=str(url), url=store.normalise(url), kind="zarr", X=rows, y=labels,
-                  feature_names=tuple(f"x{i}" for i in range(rows.shape[1])), x=x,
-                  label=None if Y is None else y, names=names)
-
-
 def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
                 allow_missing_chunks=False, model_columns=None):
     """Expand globs and open every input as a :class:`~streamproj.sources.Source`.
@@ -180,10 +170,7 @@ def open_inputs(inputs, x="X", y="y", features=None, label=None, require_y=True,
             options = None if store.is_local(url) else store.storage_options(url)
             src = _open_as_the_model(url, x, y, features, label, require_y, options,
                                      model_columns)
-            if src is None and allow_missing_chunks and _looks_zarr(url) and features is None \
-                    and label is None:
-                src = _open_zarr_allowing_missing(url, x, y, require_y)
-            elif src is None:
+            if src is None:
                 src = open_source(url, x, y, features, label, require_y, options,
                                   allow_missing_chunks=allow_missing_chunks)
         if out and src.n_features != out[0].n_features:

@@ -672,7 +672,7 @@ class _Ctx:
     chunk_rows: int | None
     require_y: bool
     hint: str  # what a message about a feature not found tells to do
-    allow_missing_chunks: bool = False  # HDF5: rows never written read as the fill value
+    allow_missing_chunks: bool = False  # rows never written (HDF5) or missing chunks (Zarr): fill
 
     @property
     def local(self):
@@ -911,7 +911,8 @@ def _text(labels, name):
 
 def _open_zarr(ctx, x, y):
     X, Y = store.open_input(ctx.base, x, y, require_y=ctx.require_y,
-                            storage_options=ctx.storage_options)
+                            storage_options=ctx.storage_options,
+                            allow_missing_chunks=ctx.allow_missing_chunks)
     names = (f"{ctx.base}/{x}", f"{ctx.base}/{y}")
     rows = as_dask_rows(X, ctx.chunk_rows, names[0])
     labels = None if Y is None else _text(as_dask_labels(Y, rows.chunks[0], names), names[1])

@@ -723,6 +723,38 @@ def test_hdf5_rows_never_written_are_refused_unless_allowed(tmp_path, data, caps
     np.testing.assert_array_equal(sources.open_source(tmp_path / "whole.h5").X.compute(), X)
 
 
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # fixed-width bytes
+def test_allow_missing_chunks_reads_a_zarr_store_as_without_it(tmp_path, data):
+    # --allow-missing-chunks opened Zarr stores by a path of its own: fixed-width bytes
+    # labels stayed bytes (classes b'cat', not 'cat'), and a store not named *.zarr (an
+    # object store's day1/) was refused with "pass --allow-missing-chunks"
+    from streamproj import jobs
+
+    X, y = data
+    names = np.array(["cat", "dog", "eel"])[y].astype("S3")
+    X = X.copy()
+    X[200:300] = 0.0  # one chunk of the fill value: never written
+    write_zarr(tmp_path / "day1", X, names)
+    with pytest.raises(InputError, match=r"day1/X: the chunk file of rows 200\.\.299 is missing"):
+        jobs.open_inputs([tmp_path / "day1"])
+    (src,) = jobs.open_inputs([tmp_path / "day1"], allow_missing_chunks=True)
+    np.testing.assert_array_equal(src.X.compute(), X)
+    assert src.y.compute().tolist() == names.astype(str).tolist()
+    assert main(["fit", str(tmp_path / "day1"), "--model", str(tmp_path / "m"),
+                 "--allow-missing-chunks"]) == 0
+    assert sp.load(tmp_path / "m").classes_.tolist() == ["cat", "dog", "eel"]
+    # an object store's folder: no .zarr to tell it by
+    import fsspec
+
+    url = f"memory://{tmp_path.name}/day1"
+    fsspec.filesystem("memory").put(str(tmp_path / "day1"), url, recursive=True)
+    try:
+        (src,) = jobs.open_inputs([url], allow_missing_chunks=True)
+        np.testing.assert_array_equal(src.X.compute(), X)
+    finally:
+        fsspec.filesystem("memory").rm(f"memory://{tmp_path.name}", recursive=True)
+
+
 def _label_csv(path, labels):
     rng = np.random.default_rng(5)
     n = len(labels)
