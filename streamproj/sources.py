@@ -40,10 +40,13 @@ import fnmatch
 import glob as _glob
 import hashlib
 import io
+import lzma
 import os
 import posixpath
 import re
 import warnings
+import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -1181,7 +1184,7 @@ def _open_csv(ctx, features, label, label_given):
         cr_only = _cr_only(head_bytes)
         if not cr_only:  # (refused below, not as "not a readable CSV file")
             head = pd.read_csv(io.BytesIO(head_bytes), nrows=1000)
-    except (ValueError, OSError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+    except (ValueError, OSError, UnicodeDecodeError, *_DAMAGED) as exc:  # (ParserError: a ValueError)
         msg = f"{ctx.base} is not a readable CSV file ({type(exc).__name__}: {exc})"
         raise InputError(msg) from None
     if cr_only:
@@ -1222,8 +1225,12 @@ def _open_csv(ctx, features, label, label_given):
                            compression=compression, **({} if ctx.local else ctx.storage_options or {}))
     blocks = blocks[0]
     # CSV has no row index: count each block's rows (parsing only its first column) once.
-    counts = dask.compute(*[dask.delayed(_count_csv_rows, pure=True)(b, i == 0, columns, ctx.base)
-                            for i, b in enumerate(blocks)], **local_scheduler())
+    try:
+        counts = dask.compute(*[dask.delayed(_count_csv_rows, pure=True)(b, i == 0, columns, ctx.base)
+                                for i, b in enumerate(blocks)], **local_scheduler())
+    except (OSError, *_DAMAGED) as exc:  # (a compressed file is read whole here: its end too)
+        msg = f"{ctx.base} cannot be read to its end ({type(exc).__name__}: {exc})"
+        raise InputError(msg) from None
     names = (_x_label(ctx, features, cols), f"{ctx.base}:{lab or label}")
     x_args, y_args, lengths, offset = [], [], [], 0
     for i, (b, n) in enumerate(zip(blocks, counts, strict=True)):
@@ -1277,6 +1284,9 @@ def _check_csv_header(where, head_bytes, features, label, hint=_FEATURES_HINT):
         seen.add(name)
 
 
+# what a damaged or cut-short compressed file raises when read (gzip's bad header and bz2's
+# bad data are OSErrors): not OSErrors, so they were tracebacks
+_DAMAGED = (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile)
 _EXTRA = "\x00streamproj: a field past the header's"
 # only an empty field is missing (pandas applies it to every column read: the label's alone)
 _AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}

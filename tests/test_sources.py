@@ -546,6 +546,29 @@ def test_compressed_csv_is_one_block(inputs, data, tmp_path):
     np.testing.assert_array_equal(src.X.compute(), X)
 
 
+def test_a_damaged_compressed_csv_is_one_error_line(data, tmp_path, capsys):
+    # a cut-short or corrupt .gz/.xz was a zlib/EOFError/LZMAError traceback, exit 1
+    import gzip
+    import lzma
+
+    X, y = data
+    text = _frame(X, y).to_csv(index=False).encode()
+    whole = gzip.compress(text)
+    flipped = bytearray(whole)
+    flipped[20:40] = bytes(20)
+    for name, raw, said in [("cut.csv.gz", whole[:-100], "cannot be read to its end "
+                             "(EOFError: Compressed file ended"),
+                            ("bad.csv.gz", bytes(flipped), "is not a readable CSV file"),
+                            ("cut.csv.xz", lzma.compress(text)[:-40], "EOFError")]:
+        (tmp_path / name).write_bytes(raw)
+        assert main(["fit", str(tmp_path / name), "--label", "label",
+                     "--model", str(tmp_path / "m")]) == 2
+        line = one_error_line(capsys)
+        assert f"{tmp_path / name} " in line, line
+        assert said in line, line
+        assert not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize("name", ["one.parquet", "t.csv"])
 def test_projecting_a_table_source_raises_no_feature_name_warning(inputs, tmp_path, name):
     # the sources' columns are matched to the model's by name; scikit-learn's check on
