@@ -1635,7 +1635,7 @@ def _open_xarray(ctx, x, features, label, label_given):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # "failed to open consolidated metadata"
             if is_zarr:
-                ds = xr.open_zarr(target, chunks=None,
+                ds = xr.open_zarr(target, chunks=None, consolidated=False,  # (see store.open_input)
                                   storage_options=None if ctx.local else ctx.storage_options)
             else:
                 ds = xr.open_dataset(target if ctx.local else ctx.fs.open(ctx.path, "rb"),

@@ -772,7 +772,7 @@ def model_lock(path):
 
 
 # ------------------------------------------------------------------- inputs
-def _open_group(url, mode="r", storage_options=None):
+def _open_group(url, mode="r", storage_options=None, use_consolidated=None):
     if is_local(url) and not _local_path(url).exists():
         msg = f"no such input: {url}"
         raise InputError(msg)
@@ -781,6 +781,7 @@ def _open_group(url, mode="r", storage_options=None):
             str(_local_path(url)) if is_local(url) else url,
             mode=mode,
             storage_options=None if is_local(url) else _storage_options(url, storage_options),
+            use_consolidated=use_consolidated,
         )
     except FileNotFoundError:
         msg = f"no Zarr group at {url}"
@@ -934,7 +935,9 @@ def open_input(url, x="X", y="y", require_y=True, storage_options=None,
     X : CheckedArray of shape (n, p)
     y : CheckedArray of shape (n,) or None when absent and not required
     """
-    group = _open_group(url, "r", storage_options)
+    # the arrays' own metadata, not the group's consolidated copy: one left stale by a writer
+    # that grew X afterwards gave its old shape, and the new rows were left out without a word
+    group = _open_group(url, "r", storage_options, use_consolidated=False)
     X = _array(group, url, x, "--x")
     check_matrix(X, f"{url}/{x}")
     if X.shape[1] == 0:

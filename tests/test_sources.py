@@ -778,6 +778,38 @@ def test_allow_missing_chunks_reads_a_zarr_store_as_without_it(tmp_path, data):
         fsspec.filesystem("memory").rm(f"memory://{tmp_path.name}", recursive=True)
 
 
+@pytest.mark.filterwarnings("ignore::zarr.errors.ZarrUserWarning")  # consolidated in v3
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_stale_consolidated_metadata_does_not_hide_rows(tmp_path, data, zarr_format):
+    # a store consolidated, then grown by a writer that did not consolidate again: the
+    # group's consolidated copy gave X's old shape, and the fit took 600 of 1000 rows, exit 0
+    X, y = data
+    path = tmp_path / "s.zarr"
+    group = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    group.create_array("X", data=X[:600], chunks=(100, P))
+    group.create_array("y", data=y[:600], chunks=(100,))
+    zarr.consolidate_metadata(str(path))
+    group = zarr.open_group(str(path), mode="a", use_consolidated=False)
+    group["X"].resize(X.shape)
+    group["X"][600:] = X[600:]
+    group["y"].resize(y.shape)
+    group["y"][600:] = y[600:]
+    assert zarr.open_group(str(path))["X"].shape[0] == 600  # what zarr says by default
+    src = sources.open_source(path)
+    np.testing.assert_array_equal(src.X.compute(), X)
+    np.testing.assert_array_equal(src.y.compute(), y)
+    flat = tmp_path / "flat.zarr"  # an xarray dataset the same way
+    xr.Dataset({c: (("row",), X[:600, i]) for i, c in enumerate(COLS)}
+               | {"label": (("row",), y[:600])}).to_zarr(flat, mode="w", consolidated=True,
+                                                          zarr_format=zarr_format)
+    group = zarr.open_group(str(flat), mode="a", use_consolidated=False)
+    for name, values in [*((c, X[:, i]) for i, c in enumerate(COLS)), ("label", y)]:
+        group[name].resize(values.shape)
+        group[name][600:] = values[600:]
+    src = sources.open_source(flat, features="emb_*", label="label")
+    np.testing.assert_array_equal(src.X.compute(), X)
+
+
 def _label_csv(path, labels):
     rng = np.random.default_rng(5)
     n = len(labels)
