@@ -969,6 +969,8 @@ def _label_family(t):
         return "number"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "text"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return "text"  # bytes, read as UTF-8 text (as Zarr's and HDF5's are)
     return str(t)
 
 
@@ -1158,7 +1160,12 @@ def _read_parquet_rows(fs, path, row_groups, columns, dtype):
 def _read_parquet_labels(fs, path, row_groups, label, dtype, where, offset):
     """One chunk of y: the label column of whole row groups of one Parquet file."""
     table = _read_parquet_table(fs, path, row_groups, [label])
-    return _labels(table.column(label).to_numpy(), where, label, offset, np.dtype(dtype))
+    values = table.column(label).to_numpy()
+    if values.dtype == object:
+        # a binary column's labels are text (b"cat" and a string file's "cat" are one class,
+        # as in Zarr and HDF5); missing ones are left to _labels
+        values = text_labels(values, offset, f"{where}:{label}")
+    return _labels(values, where, label, offset, np.dtype(dtype))
 
 
 # ---------------------------------------------------------------------- csv

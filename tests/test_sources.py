@@ -661,6 +661,31 @@ def test_fixed_width_bytes_labels_in_zarr_are_text_and_meet_parquet_text(tmp_pat
     assert sources.open_source(tmp_path / "vb.zarr").y.compute().tolist() == names[:300].tolist()
 
 
+def test_binary_labels_in_parquet_are_text_and_meet_string_labels(tmp_path, data, capsys):
+    # a binary label column (written by Spark or from bytes) gave classes b'cat', b'dog' where
+    # the same labels in Zarr or HDF5 are 'cat', 'dog'; beside a file of strings it was refused
+    X, y = data
+    names = np.array(["cat", "dog", "eel"])[y]
+    (tmp_path / "days").mkdir()
+    table = pa.Table.from_pandas(_frame(X[:400], names[:400]), preserve_index=False)
+    table = table.set_column(2, "label", pa.array([n.encode() for n in names[:400]], pa.binary()))
+    pq.write_table(table, tmp_path / "days" / "a.parquet", row_group_size=100)
+    _parquet(tmp_path / "days" / "b.parquet", _frame(X[400:], names[400:]))
+    src = sources.open_source(tmp_path / "days", label="label")
+    assert src.y.compute().tolist() == names.tolist()
+    assert main(["fit", str(tmp_path / "days"), "--label", "label", "--model", str(tmp_path / "m")]) == 0
+    assert sp.load(tmp_path / "m").classes_.tolist() == ["cat", "dog", "eel"]
+    # a label that is not UTF-8 names its row
+    labels = [n.encode() for n in names[:400]]
+    labels[257] = b"\xffo"
+    pq.write_table(table.set_column(2, "label", pa.array(labels, pa.binary())),
+                   tmp_path / "days" / "a.parquet", row_group_size=100)
+    capsys.readouterr()
+    assert main(["fit", str(tmp_path / "days"), "--label", "label", "--model", str(tmp_path / "m2")]) == 2
+    assert re.search(r"label b'\\xffo' at row 257 is not UTF-8 text$", one_error_line(capsys))
+    assert not (tmp_path / "m2").exists()
+
+
 def test_bytes_labels_given_in_python_are_kept_as_bytes_through_a_save(tmp_path, data):
     # as scikit-learn keeps them; model.json describes them as text, the NPZ keeps the bytes
     X, y = data
