@@ -1175,6 +1175,13 @@ def _open_csv(ctx, features, label, label_given):
     from fsspec.utils import infer_compression
 
     compression = infer_compression(ctx.path)
+    suffix = posixpath.splitext(ctx.path.lower())[1]
+    if compression is None and suffix in _COMPRESSIONS:
+        # fsspec registers a codec only when its package is there (.zst: zstandard); read
+        # raw, the compressed bytes were "not a readable CSV file (UnicodeDecodeError ...)"
+        msg = (f"{ctx.base}: no codec for {suffix} files is installed (for .zst: the zstandard "
+               "package); install it, or decompress the file")
+        raise InputError(msg)
     try:
         with ctx.fs.open(ctx.path, "rb", compression=compression) as f:
             head_bytes = f.read(1 << 16)

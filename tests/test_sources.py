@@ -569,6 +569,19 @@ def test_a_damaged_compressed_csv_is_one_error_line(data, tmp_path, capsys):
         assert not (tmp_path / "m").exists()
 
 
+def test_a_compressed_csv_without_its_codec_says_so(tmp_path, monkeypatch):
+    # fsspec knows .zst only with zstandard installed: read raw, the file was "not a readable
+    # CSV file (UnicodeDecodeError: ...)"
+    import fsspec.utils
+
+    monkeypatch.delitem(fsspec.utils.compressions, "zst", raising=False)
+    (tmp_path / "t.csv.zst").write_bytes(b"(\xb5/\xfd" + bytes(range(200)))
+    with pytest.raises(InputError, match=re.escape(
+            f"{tmp_path / 't.csv.zst'}: no codec for .zst files is installed (for .zst: the "
+            "zstandard package); install it, or decompress the file")):
+        sources.open_source(tmp_path / "t.csv.zst", label="label")
+
+
 @pytest.mark.parametrize("name", ["one.parquet", "t.csv"])
 def test_projecting_a_table_source_raises_no_feature_name_warning(inputs, tmp_path, name):
     # the sources' columns are matched to the model's by name; scikit-learn's check on
