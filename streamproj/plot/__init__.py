@@ -73,8 +73,9 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
         if recorded and given and recorded != given:
             # An update gives a model a new id while an appended output keeps the frame
             # it was written in: "did not write" was false for the model's own directory.
-            meta = (out if isinstance(out, zarr.Group) else store.open_output(out)).attrs.get(
-                "streamproj", {})
+            attrs = (out if isinstance(out, zarr.Group) else store.open_output(out)).attrs.get(
+                "streamproj")
+            meta = attrs if isinstance(attrs, dict) else {}
             then = " ".join(str(meta[k]) for k in ("model_path", "model_version") if meta.get(k))
             now = getattr(model, "meta_", {}).get("version")
             msg = (f"{out} is in the frame of model id {recorded}" + (f" ({then})" if then else "")
