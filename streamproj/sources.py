@@ -683,9 +683,14 @@ class _Ctx:
 
 
 def listing(names: Iterable[Any]) -> str:
-    """``a, b, c`` — at most a screenful of names."""
+    """``a, b, c`` — at most a screenful of names.
+
+    A name that is empty, or starts or ends with white space, is quoted: a CSV header
+    ``a, b, y`` listed ``y`` beside "has no label column 'y'" (the column is ``' y'``).
+    """
     names = list(names)
-    shown = ", ".join(map(str, names[:_LISTED]))
+    shown = ", ".join(repr(n) if isinstance(n, str) and (n != n.strip() or not n) else str(n)
+                      for n in names[:_LISTED])
     if len(names) > _LISTED:
         shown += f", … ({len(names)} in all)"
     return shown or "none"

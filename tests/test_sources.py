@@ -1160,3 +1160,13 @@ def test_a_parquet_file_with_a_column_name_twice(tmp_path):
     pq.write_table(table, str(tmp_path / "dup.parquet"))
     with pytest.raises(InputError, match=r"dup\.parquet has two columns named 'f0'"):
         sources.open_source(tmp_path / "dup.parquet", label="label")
+
+
+def test_a_column_name_with_spaces_around_it_is_listed_quoted(tmp_path, capsys):
+    # "has no label column 'y' (columns: a, b, y)" contradicted itself: the header was 'a, b, y'
+    (tmp_path / "d.csv").write_text("a, b, y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n")
+    assert main(["fit", str(tmp_path / "d.csv"), "--label", "y", "--model",
+                 str(tmp_path / "m")]) == 2
+    assert "(columns: a, ' b', ' y')" in one_error_line(capsys)
+    assert sources.listing(["a", "", "x y", "z"]) == "a, '', x y, z"
+    assert not (tmp_path / "m").exists()
