@@ -1539,7 +1539,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
                            _model_columns(meta))
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
-    store.check_replaceable(out)  # (in the pass, said as the input's error)
+    store.check_replaceable(out)  # (output_group checks too, inside the input's error context)
     srcs = _match_columns(srcs, model, model_path, meta.get("sources"))
     for src in srcs:
         _check_features(src, model, model_path)
