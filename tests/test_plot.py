@@ -14,7 +14,7 @@ from streamproj.cli import main
 from streamproj.errors import InputError
 from streamproj.plot import coordinates, draw_output, plot_output, plot_projection
 from streamproj.plot.figure import PALETTE, shade
-from streamproj.plot.picture import _tie_segments
+from streamproj.plot.picture import _far_rows, _tie_segments
 from streamproj.plot.reading import (
     READ_BYTES,
     Blocks,
@@ -614,6 +614,18 @@ def test_far_outliers_are_said_to_be_far_not_only_counted():
     fig = plot_projection(sp.BoundaryProjector().fit(X, y), X, y)
     assert "far outliers" not in " ".join(t.get_text() for t in fig.texts)
     assert lim.shape[0] == 2
+
+
+def test_an_infinite_coordinate_is_said_to_be_infinitely_far_not_inf_times_the_range():
+    # a projection that overflowed: the note read "inf x the drawn range"
+    s = PictureSummary(ClassMap(np.array([0, 1])), np.array([[-3.0, 3.0], [-2.0, 2.0]]),
+                       [(0, 1)], {(0, 1): (12, 8)})
+    s.add({"z": np.array([[0.0, 0.0], [1.0, np.inf], [-1.0, 50.0]]),
+           "label": np.array([0, 1, 1], dtype=np.int8)})
+    (line,) = _far_rows(s, [0, 1])
+    assert line.startswith("far outliers: rows reach z[1] = inf, infinitely far")
+    assert "infx" not in line
+    assert "inf x" not in line
 
 
 def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():

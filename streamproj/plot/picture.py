@@ -605,8 +605,10 @@ def _far_rows(summary, axes, far=10.0):
         reach = max(lo - least, most - hi)
         if reach > far * (hi - lo):
             at = least if lo - least >= most - hi else most
-            lines.append(f"far outliers: rows reach z[{a}] = {at:.3g}, "
-                         f"{reach / (hi - lo):.3g}x the drawn range beyond the limits; rows "
+            # (an infinite coordinate, a projection that overflowed, is no multiple of a range)
+            beyond = (f"{reach / (hi - lo):.3g}x the drawn range beyond the limits"
+                      if np.isfinite(reach) else "infinitely far: their projection overflowed")
+            lines.append(f"far outliers: rows reach z[{a}] = {at:.3g}, {beyond}; rows "
                          "that far can pull a classifier's means and scatter")
     return lines
 
