@@ -1532,7 +1532,7 @@ def _open_hdf5(ctx, inner, x, y):
         ds = _h5_dataset(f, ctx.base, xpath, "--x")
         check_matrix(ds, names[0])
         n, p = ds.shape
-        x_dtype = ds.dtype
+        x_dtype = _plain_dtype(ds.dtype)
         unit = ds.chunks[0] if ds.chunks else 1
         y_dtype, label = None, None
         if ctx.require_y or ypath in f:
@@ -1542,7 +1542,7 @@ def _open_hdf5(ctx, inner, x, y):
                        f"it has shape {yds.shape}")
                 raise InputError(msg)
             text = h5py.check_string_dtype(yds.dtype) is not None
-            y_dtype, label = (np.dtype(object) if text else yds.dtype), ypath
+            y_dtype, label = (np.dtype(object) if text else _plain_dtype(yds.dtype)), ypath
         if not ctx.allow_missing_chunks:
             for dataset, name in ((ds, names[0]), *([(yds, names[1])] if label else [])):
                 _check_h5_written(dataset, name)
@@ -1626,6 +1626,11 @@ def _h5_dataset(f, where, path, flag):
     raise InputError(msg)
 
 
+def _plain_dtype(dtype):
+    """``dtype`` without h5py's metadata (an enum's names): numpy warns when saving it."""
+    return np.dtype(dtype.str) if dtype.metadata and dtype.fields is None else dtype
+
+
 def _read_hdf5_rows(fs, path, dataset, start, stop, text=None):
     """Rows ``start:stop`` of one HDF5 dataset; the file is opened by this task and closed.
 
@@ -1636,7 +1641,7 @@ def _read_hdf5_rows(fs, path, dataset, start, stop, text=None):
     with _h5_open(fs, path) as f:
         raw = f[dataset][start:stop]
     if not text:
-        return raw
+        return raw.view(_plain_dtype(raw.dtype))
     return text_labels(raw, start, text).astype(object)  # fixed-width or variable-length bytes
 
 

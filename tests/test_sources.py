@@ -966,6 +966,23 @@ def test_hdf5_text_labels_are_utf8_whatever_their_declared_encoding(tmp_path, da
     assert not (tmp_path / "m2").exists()
 
 
+def test_hdf5_enum_labels_are_their_integers_and_print_no_numpy_warning(tmp_path, data, capsys):
+    """An h5py enum dtype carries metadata: saving the classes printed numpy's 'metadata on a
+    dtype is not saved to an npy/npz' warning on every fit."""
+    X, y = data
+    with h5py.File(tmp_path / "e.h5", "w") as f:
+        f["X"] = X
+        f.create_dataset("y", data=y.astype("i1"),
+                         dtype=h5py.enum_dtype({f"c{k}": k for k in range(K)}, basetype="i1"))
+    src = sources.open_source(tmp_path / "e.h5", chunk_rows=100)
+    assert src.y.dtype.metadata is None
+    assert src.y.compute().dtype.metadata is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["fit", str(tmp_path / "e.h5"), "--model", str(tmp_path / "m")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert sp.load(tmp_path / "m").classes_.tolist() == list(range(K))
+
 def test_a_csv_field_holding_a_line_break_across_blocks_is_one_clear_error(tmp_path):
     """It was pandas' ParserError (a traceback in Python, 'EOF inside string' on the command line)."""
     rng = np.random.default_rng(3)
