@@ -1343,15 +1343,30 @@ def _remote_output(url, overwrite, attrs, append=False, expect=None):
             fs.pipe_file(f"{root}/zarr.json", _pointer_bytes(None))
         version = f"v{_dt.datetime.now(_dt.UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
         base = str(url).rstrip("/")
-        if kind == "pointer" and expect is not None:
-            _check_expected(url, _attrs_of(fs.cat_file(f"{root}/{pointer['current']}/zarr.json")),
-                            expect)
-        if append:
-            # A server-side copy: no chunk passes through this machine.
-            fs.copy(f"{root}/{pointer['current']}", f"{root}/{version}", recursive=True)
-            group = zarr.open_group(f"{base}/{version}", mode="r+",
-                                    storage_options=_storage_options(url))
-        else:
+        try:
+            if kind == "pointer" and expect is not None:
+                _check_expected(
+                    url, _attrs_of(fs.cat_file(f"{root}/{pointer['current']}/zarr.json")), expect)
+            if append:
+                # A server-side copy: no chunk passes through this machine.
+                fs.copy(f"{root}/{pointer['current']}", f"{root}/{version}", recursive=True)
+                group = zarr.open_group(f"{base}/{version}", mode="r+",
+                                        storage_options=_storage_options(url))
+        except StreamprojError:
+            raise
+        except Exception:
+            if kind != "pointer":
+                raise
+            with contextlib.suppress(Exception):
+                _rm_straggling(fs, f"{root}/{version}", wait=0)
+            if (_remote_state(fs, root)[1] or {}).get("current") != pointer["current"]:
+                # another machine switched the pointer and removed the version this one
+                # started from (its zarr.json gone; a GroupNotFoundError from an empty copy)
+                msg = (f"output {url} was changed by another job while this one began; "
+                       "rerun the job")
+                raise OutputExistsError(msg) from None
+            raise
+        if not append:
             group = zarr.open_group(f"{base}/{version}", mode="w-",
                                     storage_options=_storage_options(url))
         group.attrs.update({**(attrs or {}), "complete": False})
@@ -1419,6 +1434,9 @@ def _remote_errors(where):
         raise StorageError(msg) from None
 
 
+# An object-store output's pointer read again when the version it named vanished meanwhile
+_POINTER_READS = 3
+
 _WRITES_OUT = "a projection is the Zarr group 'streamproj project MODEL INPUT --output OUT' writes"
 
 
@@ -1454,19 +1472,30 @@ def open_output(url, missing_ok=False):
             raise InputError(msg)
         group = _open_group(url, "r")
     else:
-        kind, pointer = _read_remote_state(url)
-        if kind == "absent" and missing_ok:
-            return None
-        if kind == "absent":
-            msg = f"no output at {url}"
-            raise InputError(msg)
-        if kind == "unfinished":
-            msg = (f"{url} is incomplete: the job writing it was interrupted before it "
-                   "finished; rerun that job")
-            raise InputError(msg)
-        if kind == "pointer":
+        for attempt in range(_POINTER_READS):
+            kind, pointer = _read_remote_state(url)
+            if kind == "absent" and missing_ok:
+                return None
+            if kind == "absent":
+                msg = f"no output at {url}"
+                raise InputError(msg)
+            if kind == "unfinished":
+                msg = (f"{url} is incomplete: the job writing it was interrupted before it "
+                       "finished; rerun that job")
+                raise InputError(msg)
+            if kind != "pointer":
+                group = _open_group(url, "r")
+                break
+            try:
+                group = _open_group(f"{str(url).rstrip('/')}/{pointer['current']}", "r")
+            except InputError:
+                # another machine switched the pointer and removed the version it named
+                # between the two reads: read the version it names now
+                if attempt + 1 == _POINTER_READS or _read_remote_state(url) == (kind, pointer):
+                    raise
+                continue
             url = f"{str(url).rstrip('/')}/{pointer['current']}"
-        group = _open_group(url, "r")
+            break
     attrs = group.attrs.asdict()
     if not isinstance(attrs.get("streamproj"), dict):
         msg = f"{url} is not a streamproj projection (no streamproj attributes; {_WRITES_OUT})"

@@ -373,6 +373,45 @@ def test_two_machines_appending_to_one_s3_output_lose_no_rows(bucket, tmp_path, 
     np.testing.assert_allclose(store.open_output(out)["projection"][:], ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("where", ["_remote_output", "_read_remote_state"])
+def test_an_append_whose_starting_version_another_machine_removed_says_so(bucket, tmp_path, capsys,
+                                                                         monkeypatch, where):
+    # The other machine switched the pointer (and removed the version it named) between this
+    # job's read of the pointer and its copy: "cannot write ...: GroupNotFoundError: ...";
+    # or between the job's first read of the output and its opening of that version: "no
+    # Zarr group at OUT/v…" (which a reader now follows to the new version)
+    X, y = make_classes(n=600, p=3, seed=61)
+    for i in range(3):
+        s3_zarr(f"{bucket}/d{i}.zarr", X[i * 200:(i + 1) * 200], y[i * 200:(i + 1) * 200])
+    model, out = f"{bucket}/m", f"{bucket}/out.zarr"
+    assert main(["fit", f"{bucket}/d0.zarr", "--model", model]) == 0
+    assert main(["project", model, f"{bucket}/d0.zarr", "--output", out]) == 0
+    locks = iter(range(100))  # every job its own lock file, as on another machine
+    monkeypatch.setattr(store, "_lock_path", lambda url: tmp_path / f"{next(locks)}.lock")
+    real, other = store._remote_state, []
+
+    def the_other_machine_appends_after_this_one_read_the_pointer(fs, root):
+        state = real(fs, root)
+        if not other and state[0] == "pointer" and sys._getframe(1).f_code.co_name == where:
+            other.append(None)
+            other[0] = main(["project", model, f"{bucket}/d1.zarr", "--output", out, "--append"])
+        return state
+
+    monkeypatch.setattr(store, "_remote_state", the_other_machine_appends_after_this_one_read_the_pointer)
+    capsys.readouterr()
+    ref = sp.load(model).transform(X)
+    if where == "_read_remote_state":  # the plan reads the new version: nothing to rerun
+        assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--append"]) == 0
+        assert other == [0]
+        np.testing.assert_allclose(store.open_output(out)["projection"][:], ref, rtol=1e-12, atol=1e-12)
+        return
+    assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--append"]) == 2
+    assert other == [0]
+    assert one_error_line(capsys).endswith("was changed by another job while this one began; rerun the job")
+    np.testing.assert_allclose(store.open_output(out)["projection"][:], ref[:400], rtol=1e-12, atol=1e-12)
+    assert main(["project", model, f"{bucket}/d2.zarr", "--output", out, "--append"]) == 0  # rerun
+    np.testing.assert_allclose(store.open_output(out)["projection"][:], ref, rtol=1e-12, atol=1e-12)
+
 @pytest.mark.parametrize(("code", "claimed", "plain"), [
     ("PreconditionFailed", False, False),  # a store's 412 without the condition named
     ("ConditionalRequestConflict", False, False),  # AWS's 409: another conditional write races
