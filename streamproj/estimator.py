@@ -358,6 +358,7 @@ class _SummaryClassifier:
         if first:
             self._reset()
         self._declare_classes(classes, first)
+        self._check_before_pass()
         batch = self._accumulate(X, y, reset=first)
         self._check_labels_declared(batch)
         merged = batch if first else self.stats_ + batch
@@ -400,6 +401,11 @@ class _SummaryClassifier:
         for name in (*self._solution_attributes, "_deferred_lda"):
             self.__dict__.pop(name, None)
         self._unsolved = reason
+
+    def _check_before_pass(self):
+        """Refuse what the parameters alone make unsolvable, before a pass reads every row."""
+        if self.priors is not None:
+            solvers.check_priors(self.priors)
 
     def _solved_priors(self, stats):
         """The priors for the classes with rows (a subset while some declared class has none)."""
@@ -696,6 +702,17 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         class-sorted stream gives the same model as ``fit`` on all its rows.
         """
         return self._partial_fit(X, y, classes, strict=False)
+
+    def _check_before_pass(self):
+        super()._check_before_pass()
+        if self.priors is not None and self.boundary is None:
+            given = solvers.check_priors(self.priors)
+            if given.shape[0] == 2 and not given.all():
+                # two classes: the refusal in _solve, after the pass; more: too few priors
+                msg = (f"priors {given.tolist()} give one of two classes no weight, so the "
+                       "two-class LDA boundary would lie at infinity (every row the other "
+                       "class); give both classes a positive prior")
+                raise InputError(msg)
 
     def _solve(self, stats):
         p = stats.n_features

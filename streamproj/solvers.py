@@ -31,6 +31,7 @@ __all__ = [
     "boundary_axes",
     "boundary_basis",
     "centred_scores",
+    "check_priors",
     "class_priors",
     "covariance",
     "lda",
@@ -80,6 +81,28 @@ def validate_shrinkage(shrinkage: Shrinkage) -> str | float | None:
     raise InputError(msg)
 
 
+def check_priors(priors: ArrayLike) -> np.ndarray:
+    """``priors`` as float64 numbers, refused unless finite, non-negative and of a positive sum.
+
+    What can be said of priors before any row is read (their number is the
+    classes', known after pass 1: :func:`class_priors`).
+    """
+    try:
+        given = np.asarray(priors, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        msg = f"priors must be numbers, one per class; got {priors!r}"
+        raise InputError(msg) from None
+    if (given < 0).any() or not np.isfinite(given).all():
+        msg = f"priors must be finite and non-negative; got {given.tolist()}"
+        raise InputError(msg)
+    with np.errstate(over="ignore"):
+        total = given.sum()
+    if not 0 < total < np.inf:  # 0 or overflowed: no weights to renormalise to
+        msg = f"priors must have a positive, finite sum; got {given.tolist()} (sum {total.item()})"
+        raise InputError(msg)
+    return given
+
+
 def class_priors(counts: ArrayLike, priors: ArrayLike | None = None) -> np.ndarray:
     """Class priors: the class frequencies, or ``priors`` validated and normalised.
 
@@ -95,22 +118,11 @@ def class_priors(counts: ArrayLike, priors: ArrayLike | None = None) -> np.ndarr
     counts = np.asarray(counts, dtype=np.float64)
     if priors is None:
         return counts / counts.sum()
-    try:
-        given = np.asarray(priors, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        msg = f"priors must be numbers, one per class; got {priors!r}"
-        raise InputError(msg) from None
+    given = check_priors(priors)
     if given.shape != counts.shape:
         msg = f"priors has {given.shape[0]} entries but there are {counts.shape[0]} classes"
         raise InputError(msg)
-    if (given < 0).any() or not np.isfinite(given).all():
-        msg = f"priors must be finite and non-negative; got {given.tolist()}"
-        raise InputError(msg)
-    with np.errstate(over="ignore"):
-        total = given.sum()
-    if not 0 < total < np.inf:  # 0 or overflowed: no weights to renormalise to
-        msg = f"priors must have a positive, finite sum; got {given.tolist()} (sum {total.item()})"
-        raise InputError(msg)
+    total = given.sum()
     if abs(total - 1.0) > 1e-5:
         warnings.warn("The priors do not sum to 1. Renormalizing", StreamprojWarning, stacklevel=2)
         given = given / total
@@ -526,7 +538,8 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     center = stats.mean
     rounding = stats.mean_rounding()
     dev = stats.mean_deviations()  # μ_k - (m + e), with the digits the rounded means lack
-    log_pri = np.log(pri)
+    with np.errstate(divide="ignore"):  # a class of prior 0 is never chosen: log 0 = -inf
+        log_pri = np.log(pri)
     if stats.n_classes == 2:
         diff = dev[1] - dev[0]
         coef = _scaled_solve(scale, factor, diff)[None, :]

@@ -389,17 +389,27 @@ def test_priors_that_weigh_nothing_on_the_classes_seen_so_far_say_so():
     np.testing.assert_allclose(model.priors_, [0.5, 0.5])  # renormalised over those with rows
 
 
+def _never_read(block):
+    msg = "a row was read"
+    raise AssertionError(msg)
+
+
 def test_a_zero_prior_of_two_classes_is_refused_not_projected_to_nan():
     # priors [0, 1]: the boundary lies at infinity; center_ was ±inf and transform gave
     # [inf, nan, nan] for every row (reconstruction_error nan), with no error
     X, y = make_classes(n=60, p=3, seed=24)
-    for priors, center in (([0, 1], "mean"), ([1, 0], "hyperplane")):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # np.log(0) on the way
-            with pytest.raises(InputError, match=r"give class \d no weight.*positive prior"):
-                sp.BoundaryProjector(priors=priors, center=center).fit(X, y)
-            with pytest.raises(InputError, match=r"give class 0 no weight"):  # declared, solved two
-                sp.BoundaryProjector(priors=[0, 1, 1]).partial_fit(X, y, classes=[0, 1, 2])
+    unread = da.from_array(X, chunks=20).map_blocks(_never_read, dtype=X.dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (np.log(0) warned on the way)
+        for priors, center in (([0, 1], "mean"), ([1, 0], "hyperplane")):
+            # refused before the pass reads a row: two classes or too few priors, either way
+            with pytest.raises(InputError, match=r"give one of two classes no weight.*positive prior"):
+                sp.BoundaryProjector(priors=priors, center=center).fit(unread, y)
+        with pytest.raises(InputError, match=r"give class 0 no weight"):  # declared, solved two
+            sp.BoundaryProjector(priors=[0, 1, 1]).partial_fit(X, y, classes=[0, 1, 2])
+        for priors in ([-1, 2], [np.nan, 1], [0, 0], ["a", "b"]):  # and the rest of what priors alone say
+            with pytest.raises(InputError, match=r"^priors must"):
+                sp.BoundaryProjector(priors=priors).fit(unread, y)
     Z = sp.BoundaryProjector(priors=[1e-300, 1], n_components=3).fit(X, y).transform(X)
     assert np.isfinite(Z).all()  # a tiny prior keeps a finite boundary
 
