@@ -39,6 +39,9 @@ class InputError(StreamprojError):
 class BadValuesError(InputError):
     """The input holds NaN or infinite values (the message names the first bad row)."""
 
+    #: The bad row's index in the whole array checked, where one row is named.
+    row: int | None = None
+
 
 class IncompatibleStatsError(StreamprojError):
     """Two summaries (or a summary and new rows) cannot be merged."""

@@ -48,12 +48,12 @@ from .errors import (
 )
 from .estimator import BoundaryProjector, check_params, load
 from .outputs import projection_arrays
-from .passes import accumulate, default_kernel, finish_summary, summary_graph
+from .passes import accumulate, default_kernel, finish_summary, first_bad_row, summary_graph
 from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
 from .stats import PASS1_KERNELS, ClassStats
-from .validation import check_discrete_classes
+from .validation import as_dask_rows, check_discrete_classes
 
 __all__ = [
     "check_config",
@@ -1431,11 +1431,13 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
     source, so such an output cannot be appended to.
     """
     model._check_fitted()  # refuses an unfitted model before any work
+    X = as_dask_rows(X, model.chunk_rows, names[0])
     arrays = projection_arrays(model, X, y, names)
     n = int(arrays["projection"][0].shape[0])
     ranges = None if source is None else [{"url": str(source), "rows": n, "ranges": [[0, n, 0]]}]
-    _write_full(model, getattr(model, "meta_", None), None, arrays, out, overwrite, decision,
-                progress, ranges)
+    with first_bad_row(X, names[0], getattr(model, "bfloat16", False)):
+        _write_full(model, getattr(model, "meta_", None), None, arrays, out, overwrite, decision,
+                    progress, ranges)
     return out
 
 
@@ -1573,9 +1575,11 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         stamps = [ledger.stamp(src) for src in srcs]
         # append and auto take an empty folder as nothing there (_output_state): they start
         # OUT in it, as at a path with nothing; --overwrite was refused beside --append
-        model_id = _write_full(model, meta, model_path, arrays, out, overwrite or state is not None,
-                               decision, progress, lambda: _source_ranges(srcs, stamps, out), action,
-                               srcs, empty_ok=mode != "rewrite")
+        with first_bad_row(X, names[0], getattr(model, "bfloat16", False)):
+            model_id = _write_full(model, meta, model_path, arrays, out,
+                                   overwrite or state is not None, decision, progress,
+                                   lambda: _source_ranges(srcs, stamps, out), action, srcs,
+                                   empty_ok=mode != "rewrite")
     return {**_project_base(model_id, model_path, out, model), "status": "projected",
             "output_action": action, "reason": reason,
             "arrays": outputs.written_names(arrays, outputs.wants_decision(model, decision)),
@@ -1725,7 +1729,8 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         _refuse_appended_copies(held, parts, out)
     new_attrs = grown_attrs() if in_one_pass is None else attrs
     names = (x_name, "labels")
-    with clock("pass2"), _context(str(out)):
+    with (clock("pass2"), _context(str(out)),
+          first_bad_row(X, names[0], getattr(frame, "bfloat16", False))):
         arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)
         with store.output_group(out, append=True, expect=attrs.get("write_id"),
                                 attrs={"streamproj": new_attrs}) as group:

@@ -14,6 +14,7 @@ scheduler, or a ``dask.distributed`` cluster when a client is active — so no
 step holds more than one chunk of rows per worker thread.
 """
 
+import contextlib
 import os
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "default_kernel",
     "default_memory_budget",
     "finish_summary",
+    "first_bad_row",
     "project_blocks",
     "score_blocks",
     "store_projection",
@@ -362,6 +364,59 @@ def project_blocks(X, center, components, name="X", row_offset=0, bfloat16=False
         gpu.check_rows(X.dtype, name)
     return _by_rows(X, _project_block, (center, components, name, row_offset, bfloat16, device),
                     components.shape[0], "streamproj-project")
+
+
+@contextlib.contextmanager
+def first_bad_row(X, name="X", bfloat16=False):
+    """Pass 2's :class:`~streamproj.errors.BadValuesError` said of the first bad row of ``X``.
+
+    Pass 1 passes chunks' errors up its merge tree in row order; pass 2 stores
+    chunks, so the first chunk to fail in time stops the compute and names its
+    row (row 950 where row 120 was bad too, in chunks of 100 rows). On that
+    error, and only then, the rows before the one it names are read again for
+    an earlier one. ``X``: the rows, numbered as :func:`project_blocks` numbered
+    them (``row_offset`` 0); ``name`` and ``bfloat16`` as given to it.
+    """
+    try:
+        yield
+    except BadValuesError as exc:
+        row = getattr(exc, "row", None)
+        if not row or row > X.shape[0]:
+            raise
+        try:
+            earlier = _first_bad(X[:row], name, bfloat16)
+        except Exception:  # the rows cannot be read again: what was found stands
+            earlier = None
+        if earlier is None:
+            raise
+        raise earlier from None
+
+
+def _first_bad_in_block(block, bfloat16):
+    block = np.asarray(block)
+    if bfloat16:
+        block = bfloat16_to_float32(block)
+    bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+    return np.array([bad[0] if bad.size else -1], dtype=np.int64)
+
+
+def _first_bad(head, name, bfloat16):
+    """The BadValuesError of the first row of ``head`` holding NaN or inf, or None."""
+    head = head.rechunk({1: -1})
+    firsts = head.map_blocks(_first_bad_in_block, bfloat16, drop_axis=1, dtype=np.int64,
+                             chunks=((1,) * head.numblocks[0],), meta=np.empty((0,), np.int64))
+    (found,) = compute_with_progress(firsts)
+    hit = np.flatnonzero(found >= 0)
+    if hit.size == 0:
+        return None
+    k = int(hit[0])
+    start = int(sum(head.chunks[0][:k]))
+    block = np.asarray(head.blocks[k].compute())
+    try:
+        check_finite(bfloat16_to_float32(block) if bfloat16 else block, start, name)
+    except BadValuesError as exc:
+        return exc
+    return None
 
 
 def store_projection(sources, targets, progress=False, total=None, compute=True):

@@ -102,7 +102,9 @@ def check_finite(X: np.ndarray, row_offset: int = 0, what: str = "X") -> None:
             f"{what} has a non-finite value ({shown}) in row {at}{where}; "
             "drop those rows or impute their NaN/inf values"
         )
-        raise BadValuesError(msg)
+        error = BadValuesError(msg)
+        error.row = row_offset + row  # (the row of the whole array: an earlier one is looked for)
+        raise error
 
 
 def check_matrix(X: Any, name: str = "X") -> None:

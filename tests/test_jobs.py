@@ -1,3 +1,6 @@
+import time
+
+import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
@@ -5,7 +8,8 @@ import zarr
 from conftest import make_classes, make_coin, write_zarr
 
 import streamproj as sp
-from streamproj import jobs
+from streamproj import jobs, passes, store
+from streamproj.cli import main
 from streamproj.errors import BadValuesError, OutputExistsError
 
 
@@ -56,6 +60,56 @@ def test_existing_output_needs_overwrite(tmp_path):
     out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
     np.testing.assert_allclose(out["projection"][:], m.transform(X * 2), rtol=1e-13)
 
+
+def _late_for_early_rows(block, block_info=None):
+    # the first chunks finish last: pass 2's first error in time is a later row's
+    if block_info[0]["chunk-location"][0] < 3:
+        time.sleep(0.3)
+    return block
+
+
+def test_projection_names_the_first_bad_row_not_the_first_chunk_to_fail(tmp_path, capsys):
+    # pass 2 said "row 950" of rows with a bad row 120 (chunks of 100): the chunk that
+    # failed first in time; pass 1 merges its errors in row order and said 120
+    X, y = make_coin(n=2000)
+    m = sp.BoundaryProjector(chunk_rows=100).fit(X, y)
+    bad = X.copy()
+    bad[120, 1] = np.inf
+    bad[950, 2] = np.nan
+    lazy = da.from_array(bad, chunks=(100, -1)).map_blocks(_late_for_early_rows, dtype=bad.dtype)
+    with pytest.raises(BadValuesError, match=r"non-finite value \(inf\) in row 120 \(column 1\)"):
+        jobs.project(m, lazy, tmp_path / "out.zarr")
+    assert not (tmp_path / "out.zarr").exists()
+    # on the command line too, from a stored model, a fresh output and an append; several
+    # inputs name the input and its own row
+    write_zarr(tmp_path / "good.zarr", X, y, chunk_rows=100)
+    write_zarr(tmp_path / "bad.zarr", bad, y, chunk_rows=100)
+    assert main(["fit", str(tmp_path / "good.zarr"), "--model", str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "good.zarr"), "--output",
+                 str(tmp_path / "o.zarr")]) == 0
+    capsys.readouterr()
+    real = passes._project_block
+
+    def late(block, *args, block_info=None, **kwargs):
+        _late_for_early_rows(block, block_info)
+        return real(block, *args, block_info=block_info, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(passes, "_project_block", late)
+        for argv, said in (
+                (["project", str(tmp_path / "m"), str(tmp_path / "bad.zarr"), "--output",
+                  str(tmp_path / "new.zarr")], "bad.zarr/X has a non-finite value (inf) in row 120"),
+                (["project", str(tmp_path / "m"), str(tmp_path / "bad.zarr"), "--output",
+                  str(tmp_path / "o.zarr"), "--append"], "in row 120 (column 1)"),
+                (["project", str(tmp_path / "m"), str(tmp_path / "good.zarr"),
+                  str(tmp_path / "bad.zarr"), "--output", str(tmp_path / "two.zarr")],
+                 "bad.zarr/X has a non-finite value (inf) in row 120")):
+            assert main(argv) == 2
+            assert said in capsys.readouterr().err
+    assert not (tmp_path / "new.zarr").exists()
+    assert not (tmp_path / "two.zarr").exists()
+    np.testing.assert_allclose(store.open_output(tmp_path / "o.zarr")["projection"][:],
+                               sp.load(tmp_path / "m").transform(X), rtol=1e-13)
 
 def test_failed_projection_leaves_nothing_and_keeps_the_old_output(tmp_path):
     X, y = make_coin(n=500)
