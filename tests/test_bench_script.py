@@ -69,3 +69,24 @@ def test_the_gpu_benchmark_times_every_task_on_a_stand_in(tmp_path, capsys):
     module.report("tiny", times)
     out = capsys.readouterr().out
     assert out.count("median of per-round ratios") == len(module.RATIOS)
+
+
+def test_the_benchmarks_targets_are_the_readmes(capsys):
+    """bench.py's ratio table prints the targets README's "Where every target stands" holds it to."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    n = 2_000_000
+    results = [{"task": task, "rows": n, "cols": 100, "ok": True, "median": 1.0, "seconds": [1.0]}
+               for task in ("read", "read_write", "fit", "project")]
+    module.report(results, n, [n], None)
+    printed = dict(re.findall(r"^\| (.+?) \([^|]*\) \| [^|]* \| <= ([0-9.]+) \|$",
+                              capsys.readouterr().out, flags=re.M))
+    readme = (SCRIPT.parents[1] / "README.md").read_text()
+    for name in ("fit / read floor", "project / read+write floor"):
+        want = re.search(rf"^\| {re.escape(name)}, 2M \u00d7 100 [^|]*\| [^|]* \| ≤ ([0-9.]+)", readme,
+                         flags=re.M)
+        assert want, name
+        assert printed[name] == want[1], name
