@@ -2135,6 +2135,14 @@ def run_job(config, progress=None, max_summary_memory=None):
         store.check_output_reachable(out.path)
     if config.dask.slurm is not None and config.dask.scheduler is None:
         require_sbatch(config.source)
+    if config.dask.scheduler is not None or config.dask.slurm is not None:
+        # a cluster takes up to its timeout to reach (minutes to start under slurm): an input
+        # that is not there is said first (one listing more, worth it only here)
+        with _input_key_named(config):
+            for spec in inp.paths:
+                options = None if store.is_local(spec) else store.storage_options(spec)
+                with _unreadable(spec):
+                    sources.check_exists(spec, options)
     steps = []
     common = {"x": inp.x, "y": inp.y, "features": inp.features, "label": inp.label,
               "allow_missing_chunks": inp.allow_missing_chunks}

@@ -267,3 +267,27 @@ def test_dot_dot_after_a_pattern_is_kept_for_the_links_it_matches(tmp_path):
     assert config.input.paths == [f"{tmp_path / 'jobs'}/../links/*/../shared.zarr"]
     assert [os.path.realpath(p) for p in glob.glob(config.input.paths[0])] == [
         str(tmp_path / "store" / "shared.zarr")]
+
+
+@pytest.mark.parametrize("dask", ['scheduler = "tcp://127.0.0.1:9"\ntimeout = 30\n',
+                                  "slurm = {cores = 2, memory = \"4GB\"}\n"])
+def test_a_cluster_job_says_its_input_is_missing_before_reaching_the_cluster(tmp_path, monkeypatch,
+                                                                             capsys, dask):
+    # configs/cluster.toml with no /shared/data.zarr tried the scheduler for its 20 s first
+    from streamproj import cluster, jobs
+    from streamproj.cli import main
+
+    def never(*args, **kwargs):
+        msg = "the cluster was reached for"
+        raise AssertionError(msg)
+
+    real = jobs.dask_cluster
+    monkeypatch.setattr(jobs, "dask_cluster", lambda scheduler=None, slurm=None, timeout=None: (
+        real(None) if scheduler is None and slurm is None else never()))
+    monkeypatch.setattr(cluster, "slurm_cluster", never)
+    monkeypatch.setattr(jobs, "require_sbatch", lambda source: None)
+    path = tmp_path / "j.toml"
+    path.write_text(f'[input]\npath = "missing.zarr"\n[model]\npath = "m"\n[dask]\n{dask}')
+    assert main(["run", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"streamproj: error: {path}: [input] paths: no such input: {tmp_path / 'missing.zarr'}")
