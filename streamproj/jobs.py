@@ -837,6 +837,15 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, b
     entries, reports = plan["entries"], plan["reports"]
     meta, stats = record.meta, record.stats
     unsourced = stats.n_samples - sum(int(e["rows"]) for e in entries)
+    new = [src.url for src, entry, _ in plan["work"] if entry is None]
+    if unsourced and new:
+        # (no ledger entry to compare them with: a model fitted in Python and saved, then
+        # updated with the rows it was fitted on, counted them twice without a word)
+        warnings.warn(f"model {model_path} holds {unsourced:,} rows of no source (added in "
+                      f"Python with partial_fit, or fitted there), so update cannot tell whether "
+                      f"the rows of {', '.join(new)} are among them: they are merged as new "
+                      "rows; refit the model from its sources with streamproj fit if they are",
+                      StreamprojWarning, stacklevel=2)
     for (src, entry, start), batch in zip(plan["work"], batches, strict=True):
         sid = (entry or {}).get("id") or (None if entry else ledger.new_id(entries))
         if sid is not None:

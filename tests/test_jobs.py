@@ -1,4 +1,5 @@
 import time
+import warnings
 
 import dask.array as da
 import numpy as np
@@ -468,3 +469,24 @@ def test_a_model_error_keeps_its_prefix_unless_it_names_the_path_as_a_word():
         with pytest.raises(ModelError) as info, jobs._context("m"):
             raise ModelError(message)
         assert str(info.value) == said
+
+
+def test_update_of_a_model_fitted_in_python_warns_that_its_rows_cannot_be_told_apart(tmp_path):
+    # fitted from the rows in Python and saved, then updated with the same rows' store: they
+    # were counted twice ("+2,000 rows, 4,000 in all") without a word
+    X, y = make_coin(n=600)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=100)
+    sp.BoundaryProjector().fit(X, y).save(tmp_path / "m")
+    with pytest.warns(sp.StreamprojWarning, match=r"holds 600 rows of no source .* cannot tell "
+                      r"whether the rows of .*d\.zarr are among them"):
+        jobs.update_model(tmp_path / "m", [str(tmp_path / "d.zarr")])
+    with warnings.catch_warnings():  # the source is in the ledger now: nothing new to say
+        warnings.simplefilter("error")
+        jobs.update_model(tmp_path / "m", [str(tmp_path / "d.zarr")])
+    # a model fitted from its sources has none of no source
+    assert main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m2")]) == 0
+    X2, y2 = make_coin(n=300, seed=5)
+    write_zarr(tmp_path / "e.zarr", X2, y2, chunk_rows=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jobs.update_model(tmp_path / "m2", [str(tmp_path / "e.zarr")])
