@@ -792,7 +792,14 @@ def unit_boundary(coef: ArrayLike, intercept: ArrayLike) -> tuple[np.ndarray, fl
         msg = ("the boundary's coefficient vector is zero, not finite, or too large for float64 "
                "(its norm overflows; decision values would too): rescale it")
         raise InputError(msg)
-    return coef / norm, float(np.asarray(intercept, dtype=np.float64).reshape(-1)[0] / norm)
+    with np.errstate(over="ignore"):  # said below, in the one error line
+        offset = float(np.asarray(intercept, dtype=np.float64).reshape(-1)[0] / norm)
+    if not np.isfinite(offset):
+        # the centre on the boundary would be infinite: every coordinate NaN, every row class 0
+        msg = ("the boundary lies too far from the origin for float64 (its offset "
+               "intercept/‖coef‖ overflows): rescale it")
+        raise InputError(msg)
+    return coef / norm, offset
 
 
 def _orthonormal_columns(A):

@@ -137,6 +137,16 @@ def test_external_multiclass_boundary_decides_in_centred_form():
     np.testing.assert_array_equal(m.predict(X[:200]), ref.predict(X[:200] - shift))
 
 
+def test_a_boundary_beyond_float64_from_the_origin_is_refused():
+    """intercept/‖coef‖ overflowed: the centre was infinite, every coordinate NaN, every row class 0."""
+    X, y = make_classes(n=50, p=3, seed=8)
+    with pytest.raises(InputError, match="too far from the origin for float64"):
+        solvers.unit_boundary([0.1, 0.0, 0.0], [1e308])
+    m = sp.BoundaryProjector(n_components=2, boundary=(np.array([[0.1, 0.0, 0.0]]), np.array([1e308])))
+    with pytest.raises(InputError, match="too far from the origin for float64"):
+        m.fit(X, y)
+
+
 def test_saved_model_keeps_its_centred_decisions(tmp_path):
     X, y = offset_classes(n=1500, p=4, k=3, offset=1e8, seed=6)
     m = sp.BoundaryProjector().fit(X, y)
