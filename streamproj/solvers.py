@@ -199,6 +199,7 @@ def ledoit_wolf_covariance(n: float, scatter: np.ndarray, comoment22: np.ndarray
     outer = np.outer(scale, scale)
     cov_z = scatter / (n * outer)
     if p > 1:
+        _refuse_fourth_powers_out_of_range(n, comoment22, ~constant)
         trace = np.diag(cov_z)
         mu = trace.sum() / p
         beta_ = np.sum(comoment22 / (outer * outer))
@@ -209,6 +210,25 @@ def ledoit_wolf_covariance(n: float, scatter: np.ndarray, comoment22: np.ndarray
         shrinkage = 0.0 if beta == 0 else beta / delta
         cov_z = shrunk_covariance(cov_z, shrinkage)
     return outer * cov_z
+
+
+def _refuse_fourth_powers_out_of_range(n, comoment22, varies):
+    """Refuse fourth co-moments that overflowed, or that average below float64's normal range.
+
+    ``Σ d⁴`` leaves float64's range for spreads beyond about 1e±77 (the squares
+    only beyond 1e±154): past 1e77 the Ledoit–Wolf intensity came out 1 (coef_
+    65 % off) or NaN ("no variance"), below 1e-77 it lost digits, silently.
+    A constant feature (``varies`` False) is scaled by 1, so its tiny powers are harmless.
+    """
+    fourth = np.diag(comoment22)
+    large = np.flatnonzero(~np.isfinite(fourth))
+    small = np.flatnonzero(varies & (fourth < n * np.finfo(np.float64).tiny))
+    if large.size or small.size:
+        j, what = (int(large[0]), "overflow") if large.size else (int(small[0]), "underflow")
+        spread = "above about 1e77" if large.size else "below about 1e-77"
+        msg = (f"shrinkage='auto' needs the fourth powers of each feature's deviations, and "
+               f"those of feature {j} {what} float64 (a spread {spread}); rescale the features")
+        raise BadValuesError(msg)
 
 
 def covariance(n: float, scatter: np.ndarray, shrinkage: str | float | None = None,

@@ -289,18 +289,21 @@ def _shift_moments_in_place(counts, m2, m21, m22, e):
     if m21 is not None:
         diag = np.diagonal(m2, axis1=1, axis2=2).copy()
         da, db = diag[:, :, None], diag[:, None, :]
-        # m22 + 2 eb m21 + 2 ea m21ᵀ + eb² da + ea² db + 4 ea eb m2 + n ea² eb²
-        m22 += np.multiply(2.0 * eb, m21, out=tmp)
-        m22 += np.multiply(2.0 * ea, np.swapaxes(m21, 1, 2), out=tmp)
-        m22 += np.multiply(eb**2, da, out=tmp)
-        m22 += np.multiply(ea**2, db, out=tmp)
-        np.multiply(4.0 * ea, eb, out=tmp)
-        m22 += np.multiply(tmp, m2, out=tmp)
-        m22 += np.multiply(n * ea**2, eb**2, out=tmp)
-        # m21 + da eb + 2 ea m2 + n ea² eb
-        m21 += np.multiply(da, eb, out=tmp)
-        m21 += np.multiply(2.0 * ea, m2, out=tmp)
-        m21 += np.multiply(n * ea**2, eb, out=tmp)
+        # fourth powers overflow where squares do not (spreads past 1e77): the solver that
+        # reads them refuses them in one line (solvers.ledoit_wolf_covariance), no warnings
+        with np.errstate(over="ignore", invalid="ignore"):
+            # m22 + 2 eb m21 + 2 ea m21ᵀ + eb² da + ea² db + 4 ea eb m2 + n ea² eb²
+            m22 += np.multiply(2.0 * eb, m21, out=tmp)
+            m22 += np.multiply(2.0 * ea, np.swapaxes(m21, 1, 2), out=tmp)
+            m22 += np.multiply(eb**2, da, out=tmp)
+            m22 += np.multiply(ea**2, db, out=tmp)
+            np.multiply(4.0 * ea, eb, out=tmp)
+            m22 += np.multiply(tmp, m2, out=tmp)
+            m22 += np.multiply(n * ea**2, eb**2, out=tmp)
+            # m21 + da eb + 2 ea m2 + n ea² eb
+            m21 += np.multiply(da, eb, out=tmp)
+            m21 += np.multiply(2.0 * ea, m2, out=tmp)
+            m21 += np.multiply(n * ea**2, eb, out=tmp)
     m2 += np.multiply(n * ea, eb, out=tmp)
 
 
@@ -506,7 +509,8 @@ class ClassStats:
         m2, m21, m22 = _shift_moments(
             self.counts, self.class_scatter, self.comoment21, self.comoment22, e
         )
-        return self.n_samples, m2.sum(0), m21.sum(0), m22.sum(0)
+        with np.errstate(over="ignore", invalid="ignore"):  # (fourth powers: _shift_moments_in_place)
+            return self.n_samples, m2.sum(0), m21.sum(0), m22.sum(0)
 
     def require(self, detail: str, needed_for: str) -> None:
         """Raise unless this summary keeps at least ``detail``."""
@@ -1493,9 +1497,10 @@ def _merge(a, b, partial=False):
             e[n_side == 0] = 0.0
             _shift_moments_in_place(n_side, m2, m21, m22, e)
             moments.append((m2, m21, m22))
-        for into, added in zip(*moments, strict=True):
-            if into is not None:
-                into += added
+        with np.errstate(over="ignore", invalid="ignore"):  # (fourth powers: as above)
+            for into, added in zip(*moments, strict=True):
+                if into is not None:
+                    into += added
         scatter, m21, m22 = moments[0]
         _symmetrize_in_place(scatter)
         if fourth:
@@ -1522,6 +1527,7 @@ def _merge(a, b, partial=False):
             parts.append(full)
         scatter = _symmetric(parts[0][0] + parts[1][0])
         if fourth:
-            m21 = parts[0][1] + parts[1][1]
-            m22 = _symmetric(parts[0][2] + parts[1][2])
+            with np.errstate(over="ignore", invalid="ignore"):  # (fourth powers: as above)
+                m21 = parts[0][1] + parts[1][1]
+                m22 = _symmetric(parts[0][2] + parts[1][2])
     return ClassStats(classes, n, means, within, scatter, m21, m22, residuals)

@@ -7,7 +7,7 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis, QuadraticD
 from sklearn.preprocessing import StandardScaler
 
 from streamproj import solvers
-from streamproj.errors import InputError, SingularScatterError
+from streamproj.errors import BadValuesError, InputError, SingularScatterError
 from streamproj.stats import ClassStats
 
 
@@ -34,6 +34,26 @@ def test_ledoit_wolf_matches_sklearn_standardised():
     expected = ledoit_wolf(sc.transform(Xk))[0] * np.outer(sc.scale_, sc.scale_)
     got = solvers.ledoit_wolf_covariance(s.counts[1], s.class_scatter[1], s.comoment22[1], s.means[1])
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(("scale", "message"), [
+    (1e76, None), (1e-76, None),
+    (1e77, "feature 0 overflow float64 .a spread above about 1e77"),
+    (1e-80, "feature 0 underflow float64 .a spread below about 1e-77"),
+])
+def test_ledoit_wolf_refuses_fourth_powers_beyond_float64(scale, message):
+    """Σd⁴ overflowed past 1e77 (coef_ 65 % off, or "no variance") and lost digits below 1e-77."""
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 400)
+    X = rng.normal(size=(400, 3)) @ np.array([[1, 0.9, 0.5], [0, 0.3, 0.2], [0, 0, 0.4]]) + y[:, None]
+    X[:, 0] *= scale
+    if message is None:
+        ref = LinearDiscriminantAnalysis(solver="eigen", shrinkage="auto").fit(X, y)
+        res = solvers.lda(stats_of(X, y), "auto")
+        np.testing.assert_allclose(res.coef, ref.coef_, rtol=1e-9, atol=1e-9 * np.abs(ref.coef_).max())
+    else:
+        with pytest.raises(BadValuesError, match=f"shrinkage='auto' needs the fourth powers.*{message}"):
+            solvers.lda(stats_of(X, y), "auto")
 
 
 def test_oas_matches_sklearn():
