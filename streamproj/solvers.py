@@ -168,8 +168,11 @@ def oas_covariance(n: float, scatter: np.ndarray) -> np.ndarray:
     p = emp.shape[0]
     if p == 1:
         return emp
-    alpha = np.mean(emp**2)
-    mu = np.trace(emp) / p
+    # the intensity is a ratio of squares: taken on emp scaled by a power of two (exact, the
+    # same bits) since emp**2 itself overflowed for spreads past 1e77 ("no variance")
+    unit = np.ldexp(emp, -int(np.frexp(np.max(np.abs(emp)))[1]))
+    alpha = np.mean(unit**2)
+    mu = np.trace(unit) / p
     num = alpha + mu**2
     den = (n + 1) * (alpha - mu**2 / p)
     shrinkage = 1.0 if den == 0 else min(num / den, 1.0)

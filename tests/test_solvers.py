@@ -63,6 +63,20 @@ def test_oas_matches_sklearn():
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("scale", [1e78, 1e150])
+def test_oas_of_a_feature_past_1e77_is_sklearns_at_a_smaller_scale(scale, k):
+    """emp**2 overflowed: "feature 0 has no variance (3 of 3)", or a bare ValueError (K = 3)."""
+    X, y = make_classes(n=300, p=3, k=k, seed=2)
+    X[:, 0] *= scale
+    exponent = int(np.frexp(scale)[1])
+    smaller = np.ldexp(X, -exponent)  # OAS's intensity is the same at any common scale
+    ref = LinearDiscriminantAnalysis(solver="eigen", covariance_estimator=OAS()).fit(smaller, y)
+    res = solvers.lda(stats_of(X, y, "per_class"), "oas")
+    np.testing.assert_allclose(np.ldexp(res.coef, exponent), ref.coef_, rtol=1e-9,
+                               atol=1e-9 * np.abs(ref.coef_).max())
+
+
 @pytest.mark.parametrize("shrinkage", [None, 0.2, "auto"])
 def test_lda_coef_and_intercept_match_sklearn(shrinkage):
     X, y = make_classes(n=500, p=6, k=4, seed=3)
