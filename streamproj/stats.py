@@ -1474,14 +1474,23 @@ def _merge(a, b, partial=False):
     weight = np.where((na > 0) & (nb > 0), na * (nb / safe_n), 0.0)
     # a.within + b.within plus the between-halves term, made symmetric in place (no p×p temporary)
     left = (delta * weight[:, None]).T
-    if partial:  # the upper triangles only, in a's memory where it may be written
-        within = _writable(a.within)
-        for (_, _, mine), (_, _, theirs) in zip(_upper_blocks(within, p),
-                                                _upper_blocks(b.within, p), strict=True):
-            mine += theirs
-        _add_low_rank(within, p, left, delta)
-    else:
-        within = _symmetric_update(a.within + b.within, p, left, delta)
+    with np.errstate(over="ignore", invalid="ignore"):  # reported below in one line
+        if partial:  # the upper triangles only, in a's memory where it may be written
+            within = _writable(a.within)
+            for (_, _, mine), (_, _, theirs) in zip(_upper_blocks(within, p),
+                                                    _upper_blocks(b.within, p), strict=True):
+                mine += theirs
+            _add_low_rank(within, p, left, delta)
+        else:
+            within = _symmetric_update(a.within + b.within, p, left, delta)
+    # Each chunk's squares were checked; their sum may still overflow (a spread of 1e153
+    # over 400 rows): the scatter was inf and a solver raised scipy's bare ValueError.
+    overflowed = np.flatnonzero(~np.isfinite(_upper_diagonal(within, p)))
+    if overflowed.size or not np.isfinite(means).all():
+        which = f"feature {int(overflowed[0])}" if overflowed.size else "a feature"
+        msg = (f"{which} varies too much for float64: its squares summed over {int(n.sum())} "
+               "of the rows overflow; rescale the features")
+        raise BadValuesError(msg)
 
     scatter = m21 = m22 = None
     fourth = detail == "fourth"

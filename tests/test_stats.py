@@ -235,6 +235,20 @@ def test_overflow_is_reported_as_such():
         ClassStats.from_rows(X, [0, 1, 0, 1])
 
 
+@pytest.mark.parametrize("detail", ["pooled", "per_class"])
+def test_squares_that_overflow_only_when_summed_are_reported(detail):
+    """Each chunk's squares were finite; their sum was inf and fit raised scipy's bare ValueError."""
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 400)
+    X = rng.normal(size=(400, 3)) + y[:, None]
+    X[:, 1] *= 1e153
+    parts = [ClassStats.from_rows(X[i : i + 50], y[i : i + 50], detail) for i in range(0, 400, 50)]
+    with pytest.raises(BadValuesError, match="feature 1 varies too much for float64: its squares"):
+        merged(parts)
+    with pytest.raises(BadValuesError, match="feature 1 varies too much for float64: its squares"):
+        sp.BoundaryProjector(chunk_rows=50, keep_class_scatter=detail == "per_class").fit(X, y)
+
+
 @pytest.mark.parametrize("scale", [1e-154, 1e-160, 1e-162])
 def test_squares_that_underflow_are_reported_not_summed(scale):
     """A column spread 1e-160 moved probabilities by 1e-4 silently; at 1e-162 it had "no variance"."""
