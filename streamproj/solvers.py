@@ -1142,6 +1142,8 @@ def reconstruction_error(stats: "ClassStats", components: np.ndarray, center: np
     # separately so a far centre's n‖d‖² does not swamp S's (‖d - VVᵀd‖² directly)
     dev = stats.mean - center
     S = stats.total
-    lost = np.trace(S) - np.trace(components @ S @ components.T)
+    # (S is PSD and the rows orthonormal, so lost ≥ 0: with every direction kept, the
+    # difference of the two traces is rounding, which was reported as a negative error)
+    lost = max(float(np.trace(S) - np.trace(components @ S @ components.T)), 0.0)
     rest = dev - components.T @ (components @ dev)
     return float(lost + stats.n_samples * (rest @ rest))

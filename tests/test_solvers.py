@@ -183,6 +183,20 @@ def test_mean_centring_never_loses_to_hyperplane_centring():
         assert errors["mean"] <= errors["hyperplane"] * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("seed", [5, 7])
+def test_reconstruction_error_with_every_direction_kept_is_not_negative(seed):
+    """n_components = p: the two traces' difference was -3.6e-12, a negative sum of squares."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 300)
+    X = rng.normal(size=(300, 5)) @ rng.normal(size=(5, 5)) + y[:, None]
+    s = stats_of(X, y, "pooled")
+    res = solvers.lda(s)
+    w, b = solvers.unit_boundary(res.coef, res.intercept)
+    c, S, spike = solvers.projection_center(s, w, b, "mean")
+    V = solvers.boundary_axes(w[:, None], S.copy(), 5, spike)
+    assert 0.0 <= solvers.reconstruction_error(s, V.T, c) <= 1e-9
+
+
 def test_multiclass_basis_from_external_coef_spans_pairwise_normals():
     rng = np.random.default_rng(3)
     coef = rng.normal(size=(4, 7))
