@@ -11,6 +11,7 @@ from sklearn.preprocessing import StandardScaler
 from test_sklearn import _class_sorted, frame
 
 import streamproj as sp
+from streamproj.errors import BadValuesError
 
 
 @pytest.mark.parametrize(("reg_param", "priors"), [(0.0, None), (0.3, None), (0.0, [0.2, 0.3, 0.5])])
@@ -80,3 +81,17 @@ def test_a_class_with_one_row_is_named_as_written():
         sp.StreamingQDA().fit(X, y)
     with pytest.raises(sp.StreamprojError, match=r"in class 'c'; its"):
         sp.StreamingQDA().fit(X, np.array(["a", "b", "c"])[y])
+
+
+def test_a_class_whose_squares_underflow_is_refused_unless_regularised():
+    """Spread 1e-160 in class 0 alone passed the pooled test and moved its log posteriors by 8e-7."""
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 200)
+    X = rng.normal(size=(200, 2)) + 3 * y[:, None]
+    X[y == 0, 0] *= 1e-160
+    with pytest.raises(BadValuesError, match="feature 0 varies so little within class 0"):
+        sp.StreamingQDA().fit(X, y)
+    ref = QuadraticDiscriminantAnalysis(reg_param=0.1).fit(X, y)
+    m = sp.StreamingQDA(reg_param=0.1).fit(X, y)
+    np.testing.assert_allclose(m.predict_log_proba(X), ref.predict_log_proba(X), rtol=1e-9, atol=1e-12)
+
