@@ -765,6 +765,9 @@ def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = 
     if not 0 <= reg_param <= 1:
         msg = f"reg_param must be in [0, 1]; got {reg_param!r}"
         raise InputError(msg)
+    if isinstance(ddof, bool) or ddof not in (0, 1):  # as StreamingQDA's ddof
+        msg = f"ddof must be 0 (scikit-learn ≥ 1.9) or 1 (unbiased); got {ddof!r}"
+        raise InputError(msg)
     if reg_param == 0:  # (reg_param·I dwarfs what such squares lose)
         _refuse_class_underflow(stats)
     small = stats.counts <= max(ddof, 1)

@@ -120,6 +120,14 @@ def test_qda_probabilities_match_sklearn(reg_param):
                                rtol=1e-9)
 
 
+@pytest.mark.parametrize("ddof", [2, -1, 0.5, True])
+def test_qda_refuses_a_ddof_other_than_0_or_1(ddof):
+    """ddof=-1 gave covariances M2/(n+1), 0.5 M2/(n-0.5), silently (StreamingQDA refuses them)."""
+    X, y = make_classes(n=60, p=2, seed=7)
+    with pytest.raises(InputError, match=r"ddof must be 0 .* or 1"):
+        solvers.qda(stats_of(X, y, "per_class"), ddof=ddof)
+
+
 def test_qda_errors_name_the_class():
     X = np.array([[0.0, 1.0], [1.0, 0.0], [5.0, 5.0]])
     with pytest.raises(InputError, match="class 1 has only 1 row"):
