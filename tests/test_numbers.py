@@ -688,3 +688,30 @@ def test_update_reports_the_drift_angles_of_the_two_models(tmp_path, capsys, add
 
     axes = sorted(np.degrees(subspace_angles(old.components_.T, new.components_.T)))
     np.testing.assert_allclose(history[-1]["axes_angles_deg"], axes, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("far", [1e20, 1e25, 1e50, 1e150])
+@pytest.mark.parametrize("detail", ["pooled", "per_class", "fourth"])
+@pytest.mark.parametrize("chunk_rows", [None, 50, 7])
+def test_a_class_constant_far_from_zero_keeps_the_other_classes_scatter_exact(far, detail,
+                                                                             chunk_rows):
+    # Class 1's first feature is one value 1e25 spreads from zero (its noise rounds away): its
+    # float64 mean's rounding (~1e9) dwarfed class 0's spread 1, and the scatter about the
+    # exact mean, a difference of two sums of that rounding's squares, came out 0 for 195.9
+    # (92.8 in chunks of 50): the summary judged against the exact rational scatter
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    X = rng.normal(size=(400, 3))
+    X[:, 0] += far * y
+
+    def exact(v):
+        values = [Fraction(float(a)) for a in v]
+        mean = sum(values) / len(values)
+        return sum((a - mean) ** 2 for a in values)
+
+    ref = float(exact(X[y == 0, 0]) + exact(X[y == 1, 0]))
+    stats = accumulate(X, y, detail=detail, chunk_rows=chunk_rows)
+    assert abs(stats.within[0, 0] - ref) <= 4e-16 * ref * 4
+    np.testing.assert_array_equal(stats.means[1, 0], X[y == 1, 0][0])  # the one value, exactly
