@@ -117,6 +117,51 @@ def check_matrix(X: Any, name: str = "X") -> None:
         raise InputError(msg)
 
 
+def _stored_fault(arrays):
+    """What makes stored summary arrays no summary (naming the array); None when nothing does.
+
+    Shapes as ``within``'s p and the K classes say, real numbers, finite
+    values, whole non-negative counts, sorted distinct classes: a summary
+    edited by hand otherwise merged silently (reversed classes turned the
+    boundary round) or failed with a traceback at the next update.
+    """
+    for name in ("classes", "counts", "means", "within"):
+        if name not in arrays:
+            return f"it lacks {name!r}"
+    shaped = {name: np.asarray(arrays[name]) for name in (
+        "classes", "counts", "means", "within", "mean_residuals", "class_scatter",
+        "comoment21", "comoment22") if name in arrays}
+    classes, counts, within = shaped["classes"], shaped["counts"], shaped["within"]
+    if within.ndim != 2 or within.shape[0] != within.shape[1]:
+        return f"its 'within' has shape {within.shape}; it must be square (p, p)"
+    if classes.ndim != 1 or classes.dtype.kind not in "biufUS":
+        return (f"its 'classes' (shape {classes.shape}, dtype {classes.dtype}) must be a list of "
+                "labels")
+    k, p = classes.shape[0], within.shape[0]
+    if counts.shape != (k,) or counts.dtype.kind not in "iu":
+        return (f"its 'counts' (shape {counts.shape}, dtype {counts.dtype}) must be {k} whole "
+                f"numbers, one per class")
+    for name, arr in shaped.items():
+        if name in ("classes", "counts", "within"):
+            continue
+        want = (k, p) if name in ("means", "mean_residuals") else (k, p, p)
+        if arr.shape != want:
+            return (f"its {name!r} has shape {arr.shape}; {k} classes of {p} features "
+                    f"need {want}")
+    for name, arr in shaped.items():
+        if name == "classes":
+            continue
+        if arr.dtype.kind not in "iuf":
+            return f"its {name!r} is not numbers (dtype {arr.dtype})"
+        if not np.isfinite(arr).all():
+            return f"its {name!r} holds NaN or infinity"
+    if (counts < 0).any():
+        return f"its 'counts' hold a negative count ({counts.min()})"
+    if not np.array_equal(np.unique(classes), classes):
+        return f"its 'classes' ({classes[:6].tolist()}) are not sorted distinct labels"
+    return None
+
+
 def _is_missing(value):
     """True for None, NaN, pandas' NA/NaT and anything else that is not equal to itself."""
     if value is None:
@@ -587,7 +632,7 @@ class ClassStats:
 
     def copy(self) -> "ClassStats":
         """An independent copy (arrays not shared)."""
-        return ClassStats.from_arrays(self.to_arrays())
+        return ClassStats._of_arrays(self.to_arrays())  # (its own arrays: nothing to check)
 
     # ----------------------------------------------------------- identity
     def fingerprint(self) -> str:
@@ -628,6 +673,13 @@ class ClassStats:
             raise ModelError(msg)
         # Files written by 0.1 also hold batch_ids/batch_rows (content fingerprints
         # used to drop repeated batches); every row now counts, so they are ignored.
+        fault = _stored_fault(arrays)
+        if fault is not None:  # edited or damaged: merged into a model, it gave a wrong one
+            raise ModelError(fault)
+        return cls._of_arrays(arrays)
+
+    @classmethod
+    def _of_arrays(cls, arrays: Any) -> "ClassStats":
         return cls(
             np.array(arrays["classes"]),
             np.array(arrays["counts"]),

@@ -687,6 +687,36 @@ def test_a_hand_edited_model_version_is_one_line_naming_the_file(setup, capsys, 
         sp.load(d / "m")
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    # believed: reversed classes turned the next update's boundary round (174.7 degrees), a
+    # NaN scatter blamed the new input ("feature 0 has no variance"), mis-shaped means were a
+    # ValueError traceback, float counts were truncated; all of them projected silently
+    (lambda z: z.update(classes=z["classes"][::-1].copy()),
+     "its 'classes' ([1, 0]) are not sorted distinct labels"),
+    (lambda z: z["within"].__setitem__((0, 0), np.nan), "its 'within' holds NaN or infinity"),
+    (lambda z: z.update(means=z["means"][:, :2]),
+     "its 'means' has shape (2, 2); 2 classes of 3 features need (2, 3)"),
+    (lambda z: z.update(within=np.zeros(3)), "its 'within' has shape (3,); it must be square"),
+    (lambda z: z.update(counts=z["counts"] + 0.5), "its 'counts' (shape (2,), dtype float64) must be"),
+    (lambda z: z.pop("means"), "it lacks 'means'"),
+])
+def test_a_hand_edited_summary_is_one_line_naming_the_file_and_array(setup, capsys, tmp_path, edit,
+                                                                      message):
+    d, *_ = setup
+    path = d / "m" / "v000001" / "stats.npz"
+    with np.load(path) as data:
+        content = {k: data[k] for k in data.files}
+    edit(content)
+    with open(path, "wb") as f:
+        np.savez(f, **content)
+    for argv in (["info", d / "m"], ["update", d / "m", d / "d.zarr"],
+                 ["project", d / "m", d / "d.zarr", "--output", d / "o2.zarr"]):
+        line = refused(capsys, tmp_path, *argv, match=f"{d / 'm' / 'v000001' / 'stats.npz'} is damaged: ")
+        assert message in line
+    with pytest.raises(sp.ModelError, match=re.escape(message)):
+        sp.load(d / "m")
+
+
 @pytest.mark.parametrize(("params", "message"), [
     ({"center": 5}, "The 'center' parameter of BoundaryProjector must be"),
     ({"n_components": -3}, "The 'n_components' parameter of BoundaryProjector must be"),
