@@ -52,7 +52,7 @@ from .passes import accumulate, default_kernel, finish_summary, first_bad_row, s
 from .progress import compute_with_progress
 from .record import ModelRecord
 from .sources import Source, expand, open_source
-from .stats import PASS1_KERNELS, ClassStats
+from .stats import DETAILS, PASS1_KERNELS, ClassStats
 from .validation import as_dask_rows, check_discrete_classes
 
 __all__ = [
@@ -880,7 +880,7 @@ def _commit_update(model_path, plan, batches, srcs, keep_last, max_age, clock, b
     new = BoundaryProjector.from_state(record)
     with clock("solve"), _context(srcs[0].spec):
         if evicted:
-            new.fit_stats(_remaining(kept, summaries, model_path))
+            new.fit_stats(_remaining(kept, summaries, model_path, record.stats))
         else:
             new.partial_fit_stats(_merge_all(batches))
     # nothing read: those of sources left as they were are linked into the new version
@@ -926,14 +926,52 @@ def _refuse_unsourced(rows, model_path, what):
         raise ModelError(msg)
 
 
-def _remaining(entries, summaries, model_path):
-    """The exact summary of the rows of ``entries``: their per-source summaries merged again."""
+def _remaining(entries, summaries, model_path, stats):
+    """The exact summary of the rows of ``entries``: their per-source summaries merged again.
+
+    ``stats``: the model's summary, which each summary read from a file must agree with.
+    """
     lacking = [e["url"] for e in entries if e.get("id") not in summaries]
     if lacking:
         msg = (f"model {model_path} has no per-source summary of {lacking[0]} (merged by "
                "streamproj 0.1), so it cannot drop sources exactly; refit it from its sources")
         raise ModelError(msg)
+    for e in entries:
+        if summaries.unchanged_file(e["id"]) is not None:  # (one merged in by this job is sound)
+            _check_summary(summaries[e["id"]], e, stats, summaries.name_of(e["id"]))
     return _merge_all(summaries[e["id"]] for e in entries)
+
+
+_LABEL_KINDS = {"b": "boolean", "i": "numeric", "u": "numeric", "f": "numeric", "U": "text",
+                "S": "text"}
+
+
+def _check_summary(summary, entry, stats, where):
+    """Refuse a source's stored summary that is not of its ledger entry's rows in this model.
+
+    One copied over another's file, or of other features or labels, was merged silently
+    (a forget left 300 rows of a source of 200) or failed with a traceback.
+    """
+    fault = None
+    classes = summary.classes
+    unknown = classes[~np.isin(classes, stats.classes)] if classes.size else classes
+    if summary.n_features != stats.n_features:
+        fault = f"it summarises {summary.n_features} features, but the model {stats.n_features}"
+    elif summary.n_samples != int(entry["rows"]):
+        fault = (f"it summarises {summary.n_samples:,} rows, but model.json's ledger holds "
+                 f"{int(entry['rows']):,} rows of {entry['url']}")
+    elif stats.n_classes and _LABEL_KINDS[classes.dtype.kind] != _LABEL_KINDS[stats.classes.dtype.kind]:
+        fault = (f"its classes are {_LABEL_KINDS[classes.dtype.kind]} labels "
+                 f"({classes[:3].tolist()}), but the model's are "
+                 f"{_LABEL_KINDS[stats.classes.dtype.kind]} ({stats.classes[:3].tolist()})")
+    elif unknown.size:
+        fault = (f"it holds the class {unknown[0].item()!r}, which the model's classes "
+                 f"({stats.classes[:6].tolist()}) do not include")
+    elif DETAILS.index(summary.detail) < DETAILS.index(stats.detail):
+        fault = f"it keeps {summary.detail!r} scatter, but the model keeps {stats.detail!r}"
+    if fault is not None:
+        msg = f"{where} is damaged: {fault}; refit the model from its sources"
+        raise ModelError(msg)
 
 
 def _batch_kernel(batch, src):
@@ -1007,11 +1045,11 @@ def forget_sources(model_path, patterns):
             raise InputError(msg)
         for e in gone:
             if e.get("id") not in summaries:
-                _remaining([e], summaries, model_path)
+                _remaining([e], summaries, model_path, record.stats)
         old = BoundaryProjector.from_state(record)
         new = BoundaryProjector.from_state(record)
         with clock("solve"), _context(str(model_path)):
-            new.fit_stats(_remaining(kept, summaries, model_path))
+            new.fit_stats(_remaining(kept, summaries, model_path, record.stats))
         drift = _drift(old, new)
         history = [*meta.get("history", []), {
             "event": "forget", "time": store.timestamp(), "sources": [e["url"] for e in gone],
@@ -1053,6 +1091,9 @@ def merge_models(model_path, others):
     loaded = []
     for other in others:
         record, summaries = _read(other)
+        for e in record.meta.get("sources", []):  # linked into this model: checked as forget would
+            if e.get("id") in summaries:
+                _check_summary(summaries[e["id"]], e, record.stats, summaries.name_of(e["id"]))
         # read now, not later: this job holds no lock of the other models
         loaded.append((other, record.meta, record.stats, dict(summaries.items()),
                        BoundaryProjector.from_state(record).get_params()))

@@ -2416,6 +2416,13 @@ class Summaries(collections.abc.MutableMapping):
     def __len__(self):
         return len(self._files.keys() | self._values.keys())
 
+    def name_of(self, sid):
+        """Where ``sid``'s summary was read from, for messages."""
+        path = self._files.get(sid)
+        if path is not None:
+            return f"{self._where}/{_SUMMARIES}/{path.name}"
+        return f"{self._where}'s summary {sid}"
+
     def unchanged_file(self, sid):
         """The file ``sid``'s summary was read from, if it was not replaced since; else None."""
         return self._files.get(sid)

@@ -804,6 +804,39 @@ def test_a_damaged_summary_file_is_one_line_when_it_is_needed(days, capsys):
     assert sorted(p.name for p in (d / "m").iterdir()) == before
 
 
+@pytest.mark.parametrize(("summary", "message"), [
+    # a sound summary of other rows copied over a source's: forget left 600 rows of sources of
+    # 300 and 300, silently; other features were a ValueError traceback; other labels or a new
+    # class changed the model's classes
+    (lambda X, y: sp.accumulate(X[:600], y[:600]),
+     "it summarises 600 rows, but model.json's ledger holds 300 rows of"),
+    (lambda X, y: sp.accumulate(X[:300, :4], y[:300]), "it summarises 4 features, but the model 5"),
+    (lambda X, y: sp.accumulate(X[:300], np.where(y[:300] == 1, "a", "b")),
+     "its classes are text labels (['a', 'b']), but the model's are numeric ([0, 1])"),
+    (lambda X, y: sp.accumulate(X[:300], np.arange(300) % 3),
+     "it holds the class 2, which the model's classes ([0, 1]) do not include"),
+])
+def test_a_summary_file_of_other_rows_is_refused_where_it_is_merged(days, capsys, summary, message):
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    jobs.fit_model(d / "day-2.zarr", d / "other")
+    for model, sid in (("m", "s000002"), ("other", "s000001")):
+        summary(X, y).save(d / model / "v000001" / "summaries" / f"{sid}.npz")
+    before = tree(d)
+    for argv in (["forget", d / "m", d / "day-0.zarr"], ["update", d / "m", d / "day-3.zarr",
+                                                         "--keep-last", "2"],
+                 ["merge", d / "day-4-model", d / "other"]):
+        if argv[0] == "merge":
+            jobs.fit_model(d / "day-4.zarr", d / "day-4-model")
+            before = tree(d)
+        assert main([str(a) for a in argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1
+        sid = "other/v000001/summaries/s000001" if argv[0] == "merge" else "m/v000001/summaries/s000002"
+        assert f"{sid}.npz is damaged: {message}" in err[0]
+        assert tree(d) == before
+
+
 def test_any_source_id_has_a_file_of_its_own_and_none_is_written_through(days, monkeypatch):
     d, X, y = days
     jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
