@@ -1473,6 +1473,27 @@ def _common_integers(a, b):
     raise IncompatibleStatsError(msg)
 
 
+def _utf8_text(labels):
+    """Bytes labels as the text they hold in UTF-8 (other labels as they are)."""
+    if labels.dtype.kind != "S":
+        return labels
+    try:
+        return np.char.decode(labels, "utf-8")
+    except UnicodeDecodeError:
+        bad = next(v for v in labels.tolist() if not _decodes(v))
+        msg = (f"cannot merge bytes labels with text labels: the label {bad!r} is not UTF-8 "
+               "text; convert the labels to one type")
+        raise IncompatibleStatsError(msg) from None
+
+
+def _decodes(value):
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _union_classes(a, b):
     """Sorted union of two class arrays, and where each one's classes sit in it."""
     text = {a.dtype.kind in "US", b.dtype.kind in "US"}
@@ -1489,6 +1510,10 @@ def _union_classes(a, b):
         raise IncompatibleStatsError(msg)
     if {a.dtype.kind, b.dtype.kind} == {"i", "u"}:
         a, b = _common_integers(a, b)
+    if {a.dtype.kind, b.dtype.kind} == {"S", "U"}:
+        # bytes labels are UTF-8 text, as the sources read them (numpy decodes them as ASCII:
+        # a UnicodeDecodeError traceback for b"caf\xc3\xa9")
+        a, b = (_utf8_text(side) for side in (a, b))
     try:
         classes = np.union1d(a, b)
     except TypeError as exc:  # e.g. bytes and str labels

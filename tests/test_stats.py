@@ -212,6 +212,19 @@ def test_string_and_numeric_labels_do_not_merge():
         a + b
 
 
+def test_bytes_labels_merge_with_text_labels_as_utf8_text():
+    # numpy decoded the bytes as ASCII: b"caf\xc3\xa9" with "café" was a UnicodeDecodeError traceback
+    a = ClassStats.from_rows(np.ones((2, 2)), np.array(["café".encode(), b"dog"]))
+    b = ClassStats.from_rows(np.zeros((2, 2)), np.array(["café", "dog"]))
+    for s in (a + b, b + a):
+        assert s.classes.tolist() == ["café", "dog"]
+        assert s.counts.tolist() == [2, 2]
+        np.testing.assert_array_equal(s.means, 0.5)
+    c = ClassStats.from_rows(np.ones((1, 2)), np.array([b"\xff"]))
+    with pytest.raises(IncompatibleStatsError, match=r"the label b'\\xff' is not UTF-8 text"):
+        b + c
+
+
 def test_merge_of_different_details_keeps_the_lesser():
     X, y = make_classes(n=100, p=3, seed=12)
     s = ClassStats.from_rows(X[:50], y[:50], "fourth") + ClassStats.from_rows(X[50:], y[50:])
