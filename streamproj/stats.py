@@ -704,8 +704,9 @@ class ClassStats:
             msg = f"no ClassStats file at {path}"
             raise ModelError(msg) from None
         except (OSError, ValueError, KeyError) as exc:
-            if isinstance(exc, ModelError):
-                raise
+            if isinstance(exc, ModelError):  # (its message names the array, not the file)
+                msg = f"{path}: {exc}"
+                raise ModelError(msg) from None
             msg = f"{path} is not a readable ClassStats file: {exc}"
             raise ModelError(msg) from None
 

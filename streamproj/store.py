@@ -2487,7 +2487,12 @@ def read_output_frame(group, where="OUT"):
     try:
         frame = group[_FRAME]
         meta = dict(frame.attrs["model"])
-        stats = ClassStats.from_arrays(_npz(bytes(frame["stats"][:]), f"{where}/frame/stats"))
+        arrays = _npz(bytes(frame["stats"][:]), f"{where}/frame/stats")
+        try:
+            stats = ClassStats.from_arrays(arrays)
+        except ModelError as exc:  # (its message names the array, not where it lies)
+            msg = f"{where}/frame/stats is damaged: {exc}; rewrite the output"
+            raise InputError(msg) from None
         solution = _npz(bytes(frame["solution"][:]), f"{where}/frame/solution")
     except StreamprojError:
         raise

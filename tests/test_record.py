@@ -1,6 +1,7 @@
 """The model record (streamproj.record): made and read by the estimator, stored by the store."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -315,6 +316,19 @@ def test_a_frame_written_compressed_reads_as_the_uncompressed_one(tmp_path):
     for key in before.solution:
         np.testing.assert_array_equal(after.solution[key], before.solution[key])
     assert sp.BoundaryProjector.from_state(after).model_id_ == model.model_id_
+
+
+def test_a_damaged_summary_in_an_output_frame_is_named(tmp_path):
+    # a NaN summary in the frame was read as the output's model: its projections then moved
+    stats = sp.ClassStats(np.array([0, 1]), np.array([5, 5]), np.zeros((2, 2)),
+                          np.full((2, 2), np.nan))
+    solution = {"components": np.eye(2), "center": np.zeros(2), "coef": np.ones((1, 2)),
+                "intercept": np.zeros(1), "classes": np.array([0, 1])}
+    group = zarr.open_group(str(tmp_path / "out.zarr"), mode="w")
+    store.write_output_frame(group, ModelRecord({"model_id": "m"}, stats, solution))
+    with pytest.raises(InputError, match=re.escape(
+            "o.zarr/frame/stats is damaged: its 'within' holds NaN or infinity; rewrite the output")):
+        store.read_output_frame(group, "o.zarr")
 
 
 def test_writing_an_output_frame_copies_its_summary_little(tmp_path, monkeypatch):

@@ -1,3 +1,4 @@
+import re
 import warnings
 
 import numpy as np
@@ -161,6 +162,19 @@ def test_load_rejects_missing_and_foreign_files(tmp_path):
     np.savez(tmp_path / "other.npz", a=np.zeros(3))
     with pytest.raises(ModelError, match="not a streamproj ClassStats"):
         ClassStats.load(tmp_path / "other.npz")
+
+
+def test_load_refuses_a_damaged_summary_naming_the_file_and_array(tmp_path):
+    # a NaN scatter, reversed classes or mis-shaped means were loaded and merged silently
+    s = ClassStats.from_rows(np.array([[0.0, 1.0], [2.0, 3.0], [1.0, 1.0]]), [0, 1, 1])
+    for name, value, message in (("within", np.full((2, 2), np.nan), "its 'within' holds NaN"),
+                                 ("classes", np.array([1, 0]),
+                                  "its 'classes' ([1, 0]) are not sorted distinct labels"),
+                                 ("means", np.zeros((2, 3)), "its 'means' has shape (2, 3)")):
+        arrays = {**s.to_arrays(), name: value}
+        np.savez(tmp_path / "s.npz", **arrays)
+        with pytest.raises(ModelError, match=re.escape(f"{tmp_path / 's.npz'}: {message}")):
+            ClassStats.load(tmp_path / "s.npz")
 
 
 def test_merging_is_plain_arithmetic_every_row_counts():
