@@ -1106,7 +1106,16 @@ def merge_models(model_path, others):
         totals: list[ClassStats] = []
         reports: list[dict] = []
         old = BoundaryProjector.from_state(record)
-        for other, ometa, ostats, osummaries, _ in loaded:
+        for other, ometa, ostats, osummaries, oparams in loaded:
+            if bool(oparams.get("bfloat16")) != bool(old.bfloat16):
+                # how the sources' rows are read, not how the model is solved: update and
+                # --verify read every source as this model does (bfloat16 bits as integers)
+                how = {True: "as bfloat16 (uint16 bit patterns, bfloat16=True)",
+                       False: "as the numbers stored (bfloat16=False)"}
+                msg = (f"model {other} reads its sources {how[bool(oparams.get('bfloat16'))]} but "
+                       f"{model_path} {how[bool(old.bfloat16)]}; update and --verify would read "
+                       f"them as {model_path} does: refit one of them with the other's setting")
+                raise IncompatibleStatsError(msg)
             if ostats.n_features != stats.n_features:
                 msg = (f"model {other} was fitted on {ostats.n_features} features but {model_path} "
                        f"on {stats.n_features}; only models of the same features merge")

@@ -268,6 +268,26 @@ def test_bfloat16_through_the_command_line(tmp_path, capsys):
     assert "have changed since" in capsys.readouterr().err
 
 
+def test_a_bfloat16_model_and_a_plain_one_do_not_merge(tmp_path, capsys):
+    # merged (with a warning), the plain model's update of the bfloat16 model's grown source
+    # read its uint16 bit patterns as integers: class means of 7,500, the boundary turned
+    # 99.8 degrees, exit 0
+    X, y = make_classes(n=600, p=3, k=2, seed=10)
+    bits = to_bfloat16_bits(X)
+    write_zarr(tmp_path / "a.zarr", X[:300], y[:300])
+    write_zarr(tmp_path / "u.zarr", bits[300:], y[300:])
+    assert main(["fit", str(tmp_path / "a.zarr"), "--model", str(tmp_path / "m")]) == 0
+    assert main(["fit", str(tmp_path / "u.zarr"), "--model", str(tmp_path / "mu"), "--bfloat16"]) == 0
+    capsys.readouterr()
+    for mine, other, how in (("m", "mu", "as bfloat16 (uint16 bit patterns, bfloat16=True) but"),
+                             ("mu", "m", "as the numbers stored (bfloat16=False) but")):
+        assert main(["merge", str(tmp_path / mine), str(tmp_path / other)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1
+        assert f"model {tmp_path / other} reads its sources {how} {tmp_path / mine}" in err[0]
+        assert sp.load(tmp_path / mine).meta_["version"] == "v000001"
+
+
 # -------------------------------------------------------------- memory plan
 def test_summary_sizes():
     p, k = 4096, 10
