@@ -946,6 +946,11 @@ _LABEL_KINDS = {"b": "boolean", "i": "numeric", "u": "numeric", "f": "numeric", 
                 "S": "text"}
 
 
+def _few_labels(classes, most=3):
+    shown = ", ".join(map(repr, classes[:most].tolist()))
+    return shown + (", …" if classes.shape[0] > most else "")
+
+
 def _check_summary(summary, entry, stats, where):
     """Refuse a source's stored summary that is not of its ledger entry's rows in this model.
 
@@ -1124,6 +1129,12 @@ def merge_models(model_path, others):
             if mine and theirs and list(mine) != list(theirs):
                 msg = (f"model {other} has features {', '.join(theirs[:6])}… but {model_path} has "
                        f"{', '.join(mine[:6])}…; only models of the same features merge")
+                raise IncompatibleStatsError(msg)
+            kinds = [_LABEL_KINDS[c.dtype.kind] for c in (ostats.classes, stats.classes)]
+            if ostats.n_classes and stats.n_classes and kinds[0] != kinds[1]:
+                msg = (f"model {other} has {kinds[0]} classes ({_few_labels(ostats.classes)}) but "
+                       f"{model_path} {kinds[1]} ones ({_few_labels(stats.classes)}); only models "
+                       "of the same kind of labels merge")
                 raise IncompatibleStatsError(msg)
             if ostats.detail != stats.detail:
                 msg = (f"model {other} keeps {ostats.detail} summaries but {model_path} keeps "

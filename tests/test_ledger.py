@@ -259,6 +259,25 @@ def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp
         jobs.merge_models(d / "site-a", [d / "site-e"])
 
 
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # text labels
+def test_a_merge_of_other_labels_names_the_model_that_has_them(days, capsys):
+    # "cannot merge string labels with numeric labels ([0, 1] vs ['x', 'z'])" named the model
+    # merged into, not the one (of several) with the other labels
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "site-a")
+    jobs.fit_model(d / "day-1.zarr", d / "site-b")
+    write_zarr(d / "text.zarr", X[:300] + 1, np.where(y[:300] == 1, "x", "z"))
+    write_zarr(d / "flags.zarr", X[:300] + 2, y[:300].astype(bool))
+    for name, what in (("text", "text classes ('x', 'z')"), ("flags", "boolean classes (False, True)")):
+        jobs.fit_model(d / f"{name}.zarr", d / f"site-{name}")
+        assert main(["merge", str(d / "site-a"), str(d / "site-b"), str(d / f"site-{name}")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"streamproj: error: model {d / f'site-{name}'} has {what} but "
+                       f"{d / 'site-a'} numeric ones (0, 1); only models of the same kind of "
+                       "labels merge"]
+    assert sp.load(d / "site-a").meta_["version"] == "v000001"
+
+
 def test_parquet_csv_and_hdf5_inputs_equal_the_zarr_result(days):
     h5py = pytest.importorskip("h5py")
     d, X, y = days
