@@ -946,6 +946,11 @@ _LABEL_KINDS = {"b": "boolean", "i": "numeric", "u": "numeric", "f": "numeric", 
                 "S": "text"}
 
 
+def _text(classes):
+    """Bytes labels as the UTF-8 text they stand for (as merging them with text labels reads them)."""
+    return np.char.decode(classes, "utf-8", "replace") if classes.dtype.kind == "S" else classes
+
+
 def _few_labels(classes, most=3):
     shown = ", ".join(map(repr, classes[:most].tolist()))
     return shown + (", …" if classes.shape[0] > most else "")
@@ -959,7 +964,6 @@ def _check_summary(summary, entry, stats, where):
     """
     fault = None
     classes = summary.classes
-    unknown = classes[~np.isin(classes, stats.classes)] if classes.size else classes
     if summary.n_features != stats.n_features:
         fault = f"it summarises {summary.n_features} features, but the model {stats.n_features}"
     elif summary.n_samples != int(entry["rows"]):
@@ -969,7 +973,7 @@ def _check_summary(summary, entry, stats, where):
         fault = (f"its classes are {_LABEL_KINDS[classes.dtype.kind]} labels "
                  f"({classes[:3].tolist()}), but the model's are "
                  f"{_LABEL_KINDS[stats.classes.dtype.kind]} ({stats.classes[:3].tolist()})")
-    elif unknown.size:
+    elif (unknown := classes[~np.isin(_text(classes), _text(stats.classes))]).size:
         fault = (f"it holds the class {unknown[0].item()!r}, which the model's classes "
                  f"({stats.classes[:6].tolist()}) do not include")
     elif DETAILS.index(summary.detail) < DETAILS.index(stats.detail):

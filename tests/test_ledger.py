@@ -259,6 +259,19 @@ def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp
         jobs.merge_models(d / "site-a", [d / "site-e"])
 
 
+def test_a_summary_of_bytes_labels_agrees_with_a_model_of_their_text():
+    # bytes labels merge with text labels as their UTF-8 text: a source's summary of b"caf\xc3\xa9"
+    # (read by an earlier version) holds a class of a model whose classes are text
+    X, y = make_classes(n=40, p=2, seed=3)
+    labels = np.where(y == 1, "café", "dog")
+    summary = sp.accumulate(X, np.char.encode(labels, "utf-8"))
+    model = sp.accumulate(X, labels) + sp.accumulate(X, labels)
+    jobs._check_summary(summary, {"url": "a.zarr", "rows": 40}, model, "s.npz")
+    with pytest.raises(sp.ModelError, match="s.npz is damaged: it holds the class b'x'"):
+        jobs._check_summary(sp.accumulate(X, np.full(40, b"x")), {"url": "a.zarr", "rows": 40},
+                            model, "s.npz")
+
+
 @pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # text labels
 def test_a_merge_of_other_labels_names_the_model_that_has_them(days, capsys):
     # "cannot merge string labels with numeric labels ([0, 1] vs ['x', 'z'])" named the model
