@@ -937,7 +937,7 @@ def _remaining(entries, summaries, model_path, stats):
                "streamproj 0.1), so it cannot drop sources exactly; refit it from its sources")
         raise ModelError(msg)
     for e in entries:
-        if summaries.unchanged_file(e["id"]) is not None:  # (one merged in by this job is sound)
+        if summaries.stored(e["id"]):  # (one merged in by this job is sound)
             _check_summary(summaries[e["id"]], e, stats, summaries.name_of(e["id"]))
     return _merge_all(summaries[e["id"]] for e in entries)
 

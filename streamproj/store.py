@@ -2350,6 +2350,7 @@ def _summaries_of_npz(data, where):
         grouped.setdefault(sid, {})[name] = arr
     for sid, arrays in grouped.items():
         summaries[sid] = _summary_of(arrays, f"{where}/summaries.npz")
+    summaries._in_npz = set(grouped)
     return summaries
 
 
@@ -2380,6 +2381,7 @@ class Summaries(collections.abc.MutableMapping):
         self._files = dict(files or {})
         self._values: dict[str, ClassStats] = {}
         self._where = where
+        self._in_npz: set[str] = set()  # read from a version's one summaries.npz
 
     def __getitem__(self, sid):
         if sid not in self._values:
@@ -2399,6 +2401,7 @@ class Summaries(collections.abc.MutableMapping):
 
     def __setitem__(self, sid, stats):
         self._files.pop(sid, None)
+        self._in_npz.discard(sid)
         self._values[sid] = stats
 
     def __delitem__(self, sid):
@@ -2406,6 +2409,7 @@ class Summaries(collections.abc.MutableMapping):
             raise KeyError(sid)
         self._files.pop(sid, None)
         self._values.pop(sid, None)
+        self._in_npz.discard(sid)
 
     def __contains__(self, sid):
         return sid in self._files or sid in self._values
@@ -2421,7 +2425,13 @@ class Summaries(collections.abc.MutableMapping):
         path = self._files.get(sid)
         if path is not None:
             return f"{self._where}/{_SUMMARIES}/{path.name}"
+        if sid in self._in_npz:
+            return f"{self._where}/summaries.npz ({sid})"
         return f"{self._where}'s summary {sid}"
+
+    def stored(self, sid):
+        """True when ``sid``'s summary is one read from the model (not set since)."""
+        return sid in self._files or sid in self._in_npz
 
     def unchanged_file(self, sid):
         """The file ``sid``'s summary was read from, if it was not replaced since; else None."""

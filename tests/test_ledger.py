@@ -259,6 +259,25 @@ def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp
         jobs.merge_models(d / "site-a", [d / "site-e"])
 
 
+def test_a_summary_of_other_rows_in_one_summaries_file_is_refused(days, capsys):
+    # versions written before a file per source keep them all in summaries.npz: read at once,
+    # they were taken as merged by the job itself and not checked
+    d, X, y = days
+    jobs.fit_model([d / "day-0.zarr", d / "day-1.zarr"], d / "m")
+    version = d / "m" / "v000001"
+    summaries = dict(store.read_summaries(d / "m").items())
+    summaries["s000002"] = sp.accumulate(X[:600], y[:600])
+    (version / "summaries.npz").write_bytes(bytes(store._summaries_bytes(summaries)))
+    shutil.rmtree(version / "summaries")
+    before = tree(d)
+    assert main(["forget", str(d / "m"), str(d / "day-0.zarr")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert ("v000001/summaries.npz (s000002) is damaged: it summarises 600 rows, but model.json's "
+            "ledger holds 300 rows of") in err[0]
+    assert tree(d) == before
+
+
 def test_a_summary_of_bytes_labels_agrees_with_a_model_of_their_text():
     # bytes labels merge with text labels as their UTF-8 text: a source's summary of b"caf\xc3\xa9"
     # (read by an earlier version) holds a class of a model whose classes are text
