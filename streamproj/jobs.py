@@ -1144,6 +1144,7 @@ def merge_models(model_path, others):
                 msg = (f"model {other} keeps {ostats.detail} summaries but {model_path} keeps "
                        f"{stats.detail}; refit one of them with the other's parameters")
                 raise IncompatibleStatsError(msg)
+            _refuse_merged_before(other, ometa, ostats, meta, reports, model_path)
             for e in ometa.get("sources", []):
                 same = ledger.same_source(entries + added, e)
                 if same is not None:
@@ -1191,6 +1192,30 @@ def merge_models(model_path, others):
             "models": reports, "rows_added": int(sum(r["rows_merged"] for r in reports)),
             "n_samples": new.stats_.n_samples, **drift, "drift_deg": _boundary_drift(drift),
             "timings": clock.report(), "versions": _versions(version)}
+
+
+def _refuse_merged_before(other, ometa, ostats, meta, reports, model_path):
+    """Refuse a model whose rows of no source this model holds already (it, or merged before).
+
+    Rows fitted or added in Python have no ledger entry for :func:`ledger.same_source` to
+    find: a copy of the model, or one merged twice, counted them twice, silently. Such
+    rows cannot be forgotten, so a model merged before still holds them.
+    """
+    unsourced = ostats.n_samples - sum(int(e["rows"]) for e in ometa.get("sources", []))
+    model_id = ometa.get("model_id")
+    if not unsourced or not model_id:
+        return
+    merged = [m for h in meta.get("history", []) if isinstance(h, dict) and h.get("event") == "merge"
+              for m in h.get("models", []) if isinstance(m, dict)]
+    if model_id == meta.get("model_id"):
+        how = "is the same model (one is a copy of the other)"
+    elif any(m.get("model_id") == model_id for m in [*merged, *reports]):
+        how = "merged it before"
+    else:
+        return
+    msg = (f"model {other} holds {unsourced:,} rows of no source (fitted or added in Python), "
+           f"and {model_path} {how}: merging it would count them twice")
+    raise InputError(msg)
 
 
 def _say_other_params(other, theirs, model_path, mine):

@@ -259,6 +259,25 @@ def test_merge_of_two_models_equals_one_fit_and_refuses_shared_sources(days, tmp
         jobs.merge_models(d / "site-a", [d / "site-e"])
 
 
+def test_rows_of_no_source_are_not_merged_twice(days, capsys):
+    # models fitted in Python have no ledger to find shared rows by: a copy of the model, or
+    # one merged a second time, was merged silently (600 rows of 300, then 800 of 400)
+    d, X, y = days
+    sp.BoundaryProjector().fit(X[:300], y[:300]).save(d / "a")
+    sp.BoundaryProjector().fit(X[300:400], y[300:400]).save(d / "c")
+    shutil.copytree(d / "a", d / "b")
+    shutil.copytree(d / "c", d / "c2")
+    assert main(["merge", str(d / "a"), str(d / "b")]) == 2
+    assert "b holds 300 rows of no source (fitted or added in Python), and " \
+           f"{d / 'a'} is the same model (one is a copy of the other)" in one_error_line(capsys)
+    assert main(["merge", str(d / "a"), str(d / "c"), str(d / "c2")]) == 2
+    assert f"{d / 'a'} merged it before: merging it would count them twice" in one_error_line(capsys)
+    assert main(["merge", str(d / "a"), str(d / "c")]) == 0
+    assert main(["merge", str(d / "a"), str(d / "c2")]) == 2
+    assert "c2 holds 100 rows of no source" in one_error_line(capsys)
+    assert sp.load(d / "a").stats_.n_samples == 400
+
+
 def test_a_summary_of_other_rows_in_one_summaries_file_is_refused(days, capsys):
     # versions written before a file per source keep them all in summaries.npz: read at once,
     # they were taken as merged by the job itself and not checked
