@@ -1089,9 +1089,11 @@ def _features_of(meta):
 def merge_models(model_path, others):
     """Merge models fitted elsewhere into ``model_path`` exactly, keeping every source's provenance.
 
-    Refuses models with other features or summary detail, and sources that
-    two models share (the same location and arrays, or the same rows by
-    fingerprint) — merging them would count their rows twice.
+    Refuses models with other features, summary detail, kind of labels or
+    reading of their sources (``bfloat16``), and sources that two models share
+    (the same location and arrays, or the same rows by fingerprint) — merging
+    them would count their rows twice, as would a model with rows of no source
+    that this one is, or merged before.
     """
     clock = _Clock()
     others = _specs(others)
