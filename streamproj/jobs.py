@@ -1643,6 +1643,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))
     store.check_replaceable(out)  # (output_group checks too, inside the input's error context)
+    store.restore_interrupted(out)  # before OUT's state is read (an append plans from it)
     srcs = _match_columns(srcs, model, model_path, meta.get("sources"))
     for src in srcs:
         _check_features(src, model, model_path)
@@ -2230,6 +2231,8 @@ def run_job(config, progress=None, max_summary_memory=None):
     clock = _Clock()
     show = config.run.progress if progress is None else progress
     inp, mod, out = config.input, config.model, config.output
+    if out.path:  # before OUT's state is read (the checks and the append plan from it)
+        store.restore_interrupted(out.path)
     _check_job_paths(config)
     _check_output_inputs(config)
     if out.path:  # before the model step: it commits the model, and OUT must follow

@@ -120,6 +120,7 @@ __all__ = [
     "read_record",
     "read_summaries",
     "refuse_foreign_append",
+    "restore_interrupted",
     "storage_errors",
     "storage_options",
     "stored_rows",
@@ -1180,6 +1181,27 @@ def tidy_output(url):
     dest = _real(url)
     with _locked(url, "output"), storage_errors(f"output {url}"):
         _recover(dest)
+
+
+def restore_interrupted(url):
+    """Put back the output that a replacement killed between its two renames took away.
+
+    A job that plans from what is at ``url`` (an append, a nightly run) took the
+    missing output as nothing there, then found it restored inside the write
+    and refused it as existing. No-op unless ``url`` is missing with a dead
+    writer's old copy beside it; remotely too.
+    """
+    if not is_local(url):
+        return
+    dest = _real(url)
+    with storage_errors(f"output {url}"):
+        if dest.exists() or dest.is_symlink() or not dest.parent.is_dir():
+            return
+        prefix = f".{dest.name}.old-"
+        if not any(p.name.startswith(prefix) and _dead_leftover(p.name)
+                   for p in dest.parent.iterdir()):
+            return
+    tidy_output(url)
 
 
 def _refuse_append(url, kind):

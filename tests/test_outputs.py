@@ -256,6 +256,39 @@ def test_sigkill_at_every_commit_step_of_an_append(days):
     assert k >= 2  # the swap and the removal of the old copy were each killed
 
 
+def _interrupted_between_the_renames(out):
+    """OUT as a replacement killed between its two renames left it (no atomic exchange)."""
+    out.rename(out.parent / f".{out.name}.old-{store._HOST}-99999999-0123abcd")
+
+
+@pytest.mark.parametrize("how", ["append", "nightly"])
+def test_an_append_rerun_after_a_kill_between_the_renames_restores_and_appends(days, how):
+    # the reader's message says "rerun the command that writes it (the old output is
+    # restored first)": the append took the missing OUT as nothing there, restored it
+    # inside the write, then refused it as existing ("pass --overwrite")
+    d, X, y = days
+    (d / "in").mkdir()
+    for day in ("day-0.zarr", "day-1.zarr"):
+        (d / day).rename(d / "in" / day)
+    config = _nightly_config(d)
+    jobs.run_job(load_config(config)) if how == "nightly" else (
+        jobs.fit_model(d / "in" / "day-0.zarr", d / "m"),
+        jobs.project_model(d / "m", d / "in" / "day-0.zarr", d / "o.zarr"))
+    _interrupted_between_the_renames(d / "o.zarr")
+    if how == "nightly":
+        (d / "day-2.zarr").rename(d / "in" / "day-2.zarr")
+        rep = jobs.run_job(load_config(config))["steps"][1]
+    else:
+        rep = jobs.project_model(d / "m", str(d / "in" / "day-*.zarr"), d / "o.zarr",
+                                 mode="append")
+    assert rep["output_action"] == "appended"
+    assert leftovers(d) == []
+    frame = frame_of(d / "o.zarr")
+    rows = X[:900] if how == "nightly" else X[:600]
+    np.testing.assert_allclose(store.open_output(d / "o.zarr")["projection"][:],
+                               frame.transform(rows), rtol=1e-12, atol=1e-12)
+
+
 def test_json_report_of_append(days, capsys):
     d, X, y = days
     assert main(["fit", str(d / "day-0.zarr"), "--model", str(d / "m"), "--json"]) == 0
