@@ -2017,7 +2017,10 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
     try:
         _write_pointer(path, name)
     except BaseException:
-        _remove(path / name)  # never made current: roll back
+        # never made current: roll back; a Ctrl-C after the switch (in the folder's fsync)
+        # would have removed the version CURRENT now names
+        if _pointed(path) != name:
+            _remove(path / name)
         raise
     for old in path.iterdir():
         if _version_number(old.name) >= 0 and old.name not in (name, current):
@@ -2033,6 +2036,14 @@ def _write_pointer(folder, name):
         os.fsync(f.fileno())
     os.replace(pointer_tmp, folder / _CURRENT)
     _fsync(folder)
+
+
+def _pointed(path):
+    """The name ``CURRENT`` holds now, unchecked; None where it cannot be read."""
+    try:
+        return (path / _CURRENT).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _remote_current(fs, root):

@@ -335,3 +335,31 @@ def test_disk_full_at_every_write_of_a_relocation(data, monkeypatch, capsys):
                      monkeypatch, capsys)
     assert n >= 3
     assert leftovers(d / "m") == []
+
+
+def test_a_ctrl_c_after_the_switch_to_a_new_version_keeps_that_version(data, monkeypatch):
+    # a KeyboardInterrupt in the model folder's fsync, after CURRENT names the new version:
+    # the roll-back removed that version, and the model said "CURRENT names v000002, which
+    # is not a folder in the model; the model is damaged" from then on
+    from streamproj import jobs
+
+    d, X, y = data
+    jobs.fit_model(d / "a.zarr", d / "m")
+    write_pointer = store._write_pointer
+
+    def interrupted_after_the_replace(folder, name):
+        def fsync(path):
+            raise KeyboardInterrupt
+
+        with monkeypatch.context() as m:
+            m.setattr(store, "_fsync", fsync)
+            write_pointer(folder, name)
+
+    monkeypatch.setattr(store, "_write_pointer", interrupted_after_the_replace)
+    with pytest.raises(KeyboardInterrupt):
+        jobs.update_model(d / "m", d / "b.zarr")
+    monkeypatch.undo()
+    assert (d / "m" / "CURRENT").read_text().strip() == "v000002"
+    assert same_model(d / "m", X, y)
+    assert jobs.update_model(d / "m", d / "b.zarr")["status"] == "unchanged"
+    assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000001", "v000002"]
