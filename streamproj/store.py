@@ -502,7 +502,13 @@ def _swap_in(src, dest):
     else:
         old = dest.parent / f".{dest.name}.old-{_tag()}"
         os.rename(dest, old)
-        os.rename(src, dest)
+        try:
+            os.rename(src, dest)
+        except BaseException:
+            # a failed write changes nothing: the old folder back (else the next writer does)
+            with contextlib.suppress(OSError):
+                os.rename(old, dest)
+            raise
         _remove(old)
     _fsync(dest.parent)
 

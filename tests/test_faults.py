@@ -363,3 +363,33 @@ def test_a_ctrl_c_after_the_switch_to_a_new_version_keeps_that_version(data, mon
     assert same_model(d / "m", X, y)
     assert jobs.update_model(d / "m", d / "b.zarr")["status"] == "unchanged"
     assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000001", "v000002"]
+
+
+@pytest.mark.parametrize("argv", [["--overwrite"], ["--append"]])
+def test_a_failed_second_rename_of_a_replacement_puts_the_old_output_back(data, monkeypatch,
+                                                                           capsys, argv):
+    # without an atomic exchange a replacement is two renames; when the second failed (EIO,
+    # a Windows sharing violation), OUT was left missing until another process restored it
+    import types
+
+    d, *_ = data
+    assert main([str(a) for a in ("fit", d / "a.zarr", "--model", d / "m")]) == 0
+    assert main([str(a) for a in ("project", d / "m", d / "b.zarr", "--output", d / "o.zarr")]) == 0
+    before = tree(d / "o.zarr")
+    capsys.readouterr()
+
+    def rename(src, dest):
+        if ".tmp-" in os.path.basename(src) and os.path.basename(dest) == "o.zarr":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(src))
+        return os.rename(src, dest)
+
+    proxy = types.SimpleNamespace(**{k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
+    proxy.rename = rename
+    monkeypatch.setattr(store, "os", proxy)
+    monkeypatch.setattr(store, "_exchange", lambda src, dest: False)
+    code = main([str(a) for a in ("project", d / "m", d / "a.zarr", d / "b.zarr", "--output",
+                                  d / "o.zarr", *argv)])
+    assert code == 2
+    assert "Input/output error" in capsys.readouterr().err
+    assert tree(d / "o.zarr") == before
+    assert leftovers(d) == []
