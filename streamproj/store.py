@@ -256,13 +256,20 @@ def misspelt_url(text: str) -> str | None:
 
     >>> misspelt_url("s3:/bucket/m"), misspelt_url("s3:bucket/m"), misspelt_url("data/m")
     ('s3://bucket/m', 's3://bucket/m', None)
+
+    A ``file:`` path keeps its leading slash (``file://tmp/x`` is the relative
+    ``tmp/x``):
+
+    >>> misspelt_url("file:/tmp/x")
+    'file:///tmp/x'
     """
     if not is_local(text) or text.startswith("file://"):
         return None
     first = text.split("/", 1)[0].split(os.sep, 1)[0]
     if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]+:.*", first) and not re.fullmatch(r"[A-Za-z]:.*", first):
         scheme = first.split(":", 1)[0]
-        return f"{scheme}://{text[len(scheme) + 1:].lstrip('/')}"
+        rest = text[len(scheme) + 1:]
+        return f"{scheme}://{rest if scheme.lower() == 'file' else rest.lstrip('/')}"
     return None
 
 

@@ -900,6 +900,9 @@ def test_user_files_named_like_temporaries_are_never_removed_or_renamed(setup, m
     (["fit", "{d}/d.zarr", "--model", "s3:bucket/m"], "model", "s3://bucket/m"),
     (["project", "{d}/m", "{d}/d.zarr", "--output", "gs:bucket/o.zarr"], "output", "gs://bucket/o.zarr"),
     (["plot", "{d}/o.zarr", "--output", "s3:fig.png"], "figure", "s3://fig.png"),
+    # an absolute path keeps its slash: "file://tmp/…" (the fix it offered) is tmp/… here
+    (["project", "{d}/m", "{d}/d.zarr", "--output", "file:{d}/o2.zarr"], "output",
+     "file://{d}/o2.zarr"),
 ])
 def test_a_url_missing_its_slashes_writes_no_local_folder(setup, capsys, monkeypatch, argv, role,
                                                             fix):
@@ -907,7 +910,7 @@ def test_a_url_missing_its_slashes_writes_no_local_folder(setup, capsys, monkeyp
     monkeypatch.chdir(d)
     line = refused(capsys, d, *[a.format(d=d) for a in argv], match="looks like a URL missing '//'")
     assert f"the {role} " in line
-    assert f"did you mean {fix}?" in line
+    assert f"did you mean {fix.format(d=d)}?" in line
 
 
 @pytest.mark.parametrize("argv", [["fit", "{d}/d.zarr", "--model", "memory://m"],
