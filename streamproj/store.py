@@ -1324,6 +1324,8 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None, em
                 # what another program put there during the pass is refused, not swapped away
                 _fill_empty(tmp, dest, url, was="an empty folder" if kind == "empty" else "nothing")
             else:
+                # what was put inside OUT during the pass would be deleted with the old folder
+                _refuse_foreign_entries(url, dest)
                 _swap_in(tmp, dest)
         finally:
             guard.close()  # chunk writes still running in other threads end first

@@ -389,6 +389,30 @@ def test_overwrite_never_loses_what_a_user_put_inside_an_output(setup, capsys, t
     assert run("project", d / "m", d / "d.zarr", "--output", d / "o.zarr", "--overwrite") == 0
 
 
+@pytest.mark.parametrize("append", [False, True])
+def test_a_file_put_inside_an_output_during_the_pass_is_never_lost(setup, capsys, monkeypatch,
+                                                                    append):
+    # it was checked for before the pass only: the finished copy was swapped in and the old
+    # folder deleted with the user's file in it
+    d, X, y = setup
+    write_zarr(d / "more.zarr", *make_classes(n=50, p=3, seed=71))
+    consolidate = store.zarr.consolidate_metadata
+
+    def late_consolidate(*args, **kwargs):
+        out = consolidate(*args, **kwargs)
+        (d / "o.zarr" / "my_notes.txt").write_text("written during the pass")
+        return out
+
+    monkeypatch.setattr(store.zarr, "consolidate_metadata", late_consolidate)
+    argv = [d / "d.zarr", d / "more.zarr", "--output", d / "o.zarr",
+            "--append" if append else "--overwrite"]
+    assert run("project", d / "m", *argv) == 2
+    assert "also holds my_notes.txt" in one_error_line(capsys)
+    assert (d / "o.zarr" / "my_notes.txt").read_text() == "written during the pass"
+    assert store.open_output(d / "o.zarr")["projection"].shape == (300, 2)
+    assert not [p for p in os.listdir(d) if p.startswith(".o.zarr")]
+
+
 def test_every_chunk_layout_zarr_writes_is_its_own(tmp_path):
     # a 0-d array's one chunk file "c", and keys with the "." separator ("c.0.1")
     group = zarr.open_group(str(tmp_path / "z.zarr"), mode="w")
