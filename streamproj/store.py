@@ -1180,6 +1180,24 @@ def _refuse_foreign_entries(url, dest):
         raise OutputExistsError(msg)
 
 
+def _refuse_read_only(url, dest):
+    """Refuse to replace a local output that is read-only, or that this process could not delete.
+
+    A rename in its parent passed over ``chmod -R a-w`` (as :func:`write_bytes`
+    refuses a read-only file), and the old folder, which only its owner could
+    then delete, was left hidden beside it (``.OUT.tmp-…``), one more copy with
+    each rewrite.
+    """
+    for root, _dirs, _files in os.walk(dest):
+        mode = os.stat(root).st_mode
+        if not mode & 0o222 or not os.access(root, os.W_OK | os.X_OK):
+            rel = Path(root).relative_to(dest).as_posix()
+            where = url if rel == "." else f"{str(url).rstrip('/')}/{rel}"
+            msg = (f"{where} is not writable by you (mode {stat.filemode(mode)}); output {url} "
+                   "was left untouched: make it writable to replace it, or choose another output")
+            raise OutputExistsError(msg)
+
+
 def _refuse_existing(url, appendable):
     more = (", or add new rows to it in its frame with --append (an output that 'streamproj "
             "project' wrote from its inputs)" if appendable else "")
@@ -1299,6 +1317,7 @@ def output_group(url, overwrite=False, attrs=None, append=False, expect=None, em
             _refuse_existing(url, kind == "streamproj")
         if kind == "streamproj":
             _refuse_foreign_entries(url, dest)
+            _refuse_read_only(url, dest)
         if kind == "streamproj" and expect is not None:
             _check_expected(url, _attrs_of((dest / "zarr.json").read_bytes()), expect)
         _refuse_unreplaceable(dest, url)

@@ -1071,6 +1071,26 @@ def test_overwrite_and_append_keep_the_outputs_permissions(setup, tmp_path):
     assert {m for k, m in got.items() if (d / "o.zarr" / k).is_file()} == {0o600}
 
 
+@pytest.mark.parametrize("flag", ["--overwrite", "--append"])
+@pytest.mark.parametrize("where", [".", "projection/c"])
+def test_a_read_only_output_is_never_replaced(setup, capsys, tmp_path, flag, where):
+    # the rename in its parent passed over 'chmod -R a-w'; for its owner (not root) the old
+    # folder could then not be deleted and stayed hidden beside it, one more with each run
+    d, X, y = setup
+    write_zarr(d / "more.zarr", X[:50] + 1.0, y[:50], chunk_rows=100)
+    folder = d / "o.zarr" / where
+    folder.chmod(0o555)
+    try:
+        line = refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", d / "more.zarr",
+                       "--output", d / "o.zarr", flag, match="is not writable by you")
+        assert "dr-xr-xr-x" in line
+        assert not [p for p in os.listdir(d) if p.startswith(".o.zarr")]
+    finally:
+        folder.chmod(0o755)
+    assert run("project", d / "m", d / "d.zarr", d / "more.zarr", "--output", d / "o.zarr",
+               flag) == 0
+
+
 def test_a_boundary_too_large_for_float64_is_one_line(setup, capsys, tmp_path):
     """Its norm overflowed with a warning line printed before the error line."""
     d, *_ = setup
