@@ -674,7 +674,7 @@ def _existing_model(model_path):
     never replaces it).
     """
     if store.is_local(model_path):
-        local = Path(store.expand_user(model_path))
+        local = store.local_path(model_path)
         if not local.exists() or (local.is_dir() and not any(local.iterdir())):
             return False
     try:
@@ -1596,12 +1596,12 @@ def _source_ranges(srcs, stamps, out_path):
 
 def _output_state(out):
     """The attributes and frame model of an existing output; None when nothing is there."""
-    if store.is_local(out) and not Path(store.expand_user(out)).exists():
+    if store.is_local(out) and not store.local_path(out).exists():
         return None
     try:
         group = store.open_output(out, missing_ok=True)  # (None: nothing on an object store yet)
     except StreamprojError:
-        folder = Path(store.expand_user(out)) if store.is_local(out) else None
+        folder = store.local_path(out) if store.is_local(out) else None
         if folder is not None and folder.is_dir() and not any(folder.iterdir()):
             return None  # an empty folder
         raise
@@ -1968,10 +1968,10 @@ def _check_job_paths(config):
         for role, target in (("[model] path", mod.path), ("[output] path", out.path)):
             if target is None or not store.is_local(target):
                 continue
-            real = os.path.realpath(store.expand_user(target))
+            real = os.path.realpath(store.local_path(target))
             for pattern in [*inp.paths, *(out.inputs or [])]:
                 # an HDF5 pattern matches files: its dataset path (':/X') is no part of them
-                full = os.path.realpath(store.expand_user(sources.split_dataset(pattern)[0]))
+                full = os.path.realpath(store.local_path(sources.split_dataset(pattern)[0]))
                 if any(c in str(pattern) for c in "*?[") and fnmatch.fnmatch(real, full):
                     msg = (f"[input] paths pattern {pattern} matches the {role} {target}: a "
                            "later run would read it as an input; narrow the pattern or move it")

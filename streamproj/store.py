@@ -103,6 +103,7 @@ __all__ = [
     "grow_output_array",
     "is_local",
     "local_kind",
+    "local_path",
     "local_state",
     "looks_like_output",
     "misspelt_url",
@@ -191,6 +192,14 @@ def expand_user(path: object) -> str:
 def _local_path(url):
     url = str(url)
     return Path(expand_user(url[len("file://") :] if url.startswith("file://") else url))
+
+
+def local_path(url: object) -> Path:
+    """The path a plain path or ``file://`` URL names (``~`` expanded, links kept).
+
+    ``expand_user`` alone kept the ``file://``: the path "did not exist".
+    """
+    return _local_path(url)
 
 
 def _real(url):

@@ -1091,6 +1091,20 @@ def test_a_read_only_output_is_never_replaced(setup, capsys, tmp_path, flag, whe
                flag) == 0
 
 
+def test_a_file_url_names_the_same_model_and_output_as_the_path(setup, capsys, tmp_path):
+    # jobs looked for "file:///…/m" as a plain path, which did not exist: fit refitted an
+    # existing model without --overwrite (a second fit pruned the first fit's version), and
+    # --append took the output as nothing there, then refused it as existing
+    d, X, y = setup
+    url = lambda path: f"file://{path}"  # noqa: E731
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", url(d / "m"),
+            match="exists; use 'streamproj update'")
+    write_zarr(d / "more.zarr", X[:50] + 1.0, y[:50], chunk_rows=100)
+    assert run("project", d / "m", d / "d.zarr", d / "more.zarr", "--output", url(d / "o.zarr"),
+               "--append") == 0
+    assert store.open_output(d / "o.zarr")["projection"].shape == (350, 2)
+
+
 def test_a_boundary_too_large_for_float64_is_one_line(setup, capsys, tmp_path):
     """Its norm overflowed with a warning line printed before the error line."""
     d, *_ = setup
