@@ -625,6 +625,19 @@ def _inherit_permissions(old, new):
                 _set_permissions(path, file_mode, owner)
 
 
+def _take_permissions(old, new):
+    """Give the tree ``new`` the owner and mode of the empty folder ``old`` it fills (files less x).
+
+    Made under the umask, a new model took a private folder's place world-readable.
+    """
+    st = os.stat(old)
+    mode, owner = stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid)
+    for root, _dirs, files in os.walk(new):
+        _set_permissions(root, mode, owner)
+        for name in files:
+            _set_permissions(os.path.join(root, name), mode & 0o666, owner)
+
+
 def _set_permissions(path, mode, owner):
     info = os.stat(path)
     if (info.st_uid, info.st_gid) != owner:
@@ -2040,6 +2053,8 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
             os.mkdir(tmp)
             _write_version(tmp / "v000001", meta, stats, solution, summaries)
             _write_pointer(tmp, "v000001")
+            if path.exists():  # a folder restricted before the fit (chmod 700) stays so
+                _take_permissions(path, tmp)
             # an empty folder at path (e.g. made by hand), or nothing, is filled, never swapped
             # away with whatever was put there during the fit
             _fill_empty(tmp, path, typed, role="model", was=was)

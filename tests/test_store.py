@@ -882,6 +882,18 @@ def test_model_directory_follows_the_umask(tmp_path, umask):
         assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask, path
 
 
+def test_a_model_fitted_into_a_private_empty_folder_stays_private(tmp_path):
+    # the folder made with umask modes took the empty folder's place: chmod 700 became 755
+    X, y = make_classes(n=100, p=3, seed=74)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m").chmod(0o700)
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 0
+    assert stat.S_IMODE((tmp_path / "m").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "m" / "v000001" / "model.json").stat().st_mode) == 0o600
+    assert sp.load(tmp_path / "m").n_features_in_ == 3
+
+
 def test_config_output_directory_is_created_like_fit(setup, tmp_path):
     d, *_ = setup
     config = d / "job.toml"
