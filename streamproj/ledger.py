@@ -340,13 +340,15 @@ def record(src, rows, previous=None, sid=None, batch=None, now=None, listing=Non
 
 
 def matching(ledger, pattern):
-    """Entries whose URL is ``pattern`` (normalised like a source's) or matches it as a glob."""
+    """Entries whose URL is ``pattern`` (normalised like a source's), else those matching it as a glob."""
     inner = ""
     cut = str(pattern).rfind(":/")
     if cut > 0 and "://" not in str(pattern)[cut : cut + 3]:
         pattern, inner = str(pattern)[:cut], str(pattern)[cut:]
     target = store.normalise(pattern) + inner
-    return [e for e in ledger if e.get("url") == target or fnmatch.fnmatchcase(str(e.get("url")), target)]
+    exact = [e for e in ledger if e.get("url") == target]
+    # a source's own name is no glob: "day[1].zarr" also matched day1.zarr
+    return exact or [e for e in ledger if fnmatch.fnmatchcase(str(e.get("url")), target)]
 
 
 def relocated(entry, old, new):

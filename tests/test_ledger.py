@@ -93,6 +93,19 @@ def test_forget_equals_a_fit_on_the_remaining_sources(days):
         jobs.forget_sources(d / "m", str(d / "day-*.zarr"))
 
 
+def test_forget_of_a_source_named_with_brackets_forgets_it_alone(tmp_path):
+    # its name read as a glob too: forgetting day[1].zarr forgot day1.zarr as well, for good
+    X, y = make_classes(n=600, p=3, k=2, seed=22)
+    names = ["day[1].zarr", "day1.zarr", "day2.zarr"]
+    for i, name in enumerate(names):
+        write_zarr(tmp_path / name, X[i * 200:(i + 1) * 200], y[i * 200:(i + 1) * 200],
+                   chunk_rows=100)
+    jobs.fit_model([tmp_path / name for name in names], tmp_path / "m")
+    rep = jobs.forget_sources(tmp_path / "m", tmp_path / "day[1].zarr")
+    assert [s["url"] for s in rep["sources"]] == [str(tmp_path / "day[1].zarr")]
+    assert_fit_on(tmp_path / "m", X[200:], y[200:])
+
+
 def test_a_glob_does_not_merge_back_what_the_window_evicted(days):
     # nightly.toml's shape: one glob over every day, keep_last 2, run every night
     d, X, y = days
