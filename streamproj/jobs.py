@@ -1385,6 +1385,7 @@ def _relocatable_output(out):
     # what a killed writer left is repaired first (an output between the two renames of a
     # swap is put back), as the model's lock does for the model: also when nothing is moved
     store.tidy_output(out)
+    store.check_output_whole(out)  # (refused after the model was written, it was relocated alone)
     state = _output_state(out)
     if state is None:
         msg = f"no output at {out}; name an existing output with --output, or leave it out"

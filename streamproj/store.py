@@ -94,6 +94,7 @@ __all__ = [
     "check_ledger",
     "check_not_held",
     "check_output_reachable",
+    "check_output_whole",
     "check_replaceable",
     "check_writable_location",
     "create_output_array",
@@ -772,6 +773,7 @@ def check_output_reachable(url):
     if is_local(url):
         check_replaceable(url)
         with _locked(url, "output"):
+            check_output_whole(url)
             return
     fs, root = _fs(url)
     if "s3" not in fs.protocol:  # (other stores: their first write tells)
@@ -1218,6 +1220,23 @@ def _refuse_read_only(url, dest):
             msg = (f"{where} is not writable by you (mode {stat.filemode(mode)}); output {url} "
                    "was left untouched: make it writable to replace it, or choose another output")
             raise OutputExistsError(msg)
+
+
+def check_output_whole(url: object) -> None:
+    """Refuse, before a job's model step, a local output its write would refuse to replace.
+
+    One that holds what streamproj did not write, or is not writable
+    (:func:`output_group` refuses both): a ``run`` or ``relocate`` committed
+    the model first, then was refused on the output. A no-op for anything
+    but a local streamproj output.
+    """
+    if not is_local(url):
+        return
+    dest = _real(url)
+    with storage_errors(f"output {url}"):
+        if _local_state(dest)[0] == "streamproj":
+            _refuse_foreign_entries(url, dest)
+            _refuse_read_only(url, dest)
 
 
 def _refuse_existing(url, appendable):

@@ -1381,7 +1381,8 @@ def _moved_project(d):
 
 @pytest.mark.parametrize("case", ["missing", "changed", "shrunk", "no labels", "not a prefix",
                                   "one location", "taken", "output's source changed",
-                                  "no output", "output from memory"])
+                                  "no output", "output from memory", "a file in the output",
+                                  "read-only output"])
 def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days, case, capsys):
     d, X, y = days
     _moved_project(d)
@@ -1419,6 +1420,10 @@ def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days,
     elif case == "output from memory":  # no sources recorded at all
         jobs.project(sp.load(d / "m"), X[:10], d / "mem.zarr")
         argv[-1] = d / "mem.zarr"
+    elif case == "a file in the output":  # refused on the output after the model was relocated
+        (d / "o.zarr" / "notes.txt").write_text("mine")
+    elif case == "read-only output":
+        (d / "o.zarr").chmod(0o555)
     before = {p: tree(d / p) for p in ("m", "o.zarr")}
     assert main([str(a) for a in argv]) == 2
     err = one_error_line(capsys)
@@ -1443,6 +1448,8 @@ def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days,
                                    r"took: .* rewrite .*o\.zarr with --overwrite",
         "no output": r"no output at .*nothing\.zarr",
         "output from memory": r"output .*mem\.zarr records no sources .* leave --output out",
+        "a file in the output": r"o\.zarr is a streamproj output but also holds notes\.txt",
+        "read-only output": r"o\.zarr is not writable by you \(mode dr-xr-xr-x\)",
     }[case]
     assert re.search(expected, err), err
     assert {p: tree(d / p) for p in ("m", "o.zarr")} == before  # nothing written

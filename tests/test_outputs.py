@@ -397,6 +397,22 @@ def test_nightly_run_past_the_threshold_rewrites(days, mode):
     assert_rewritten_in_the_model_frame(d, X[:600])
 
 
+def test_a_nightly_rewrite_whose_output_holds_a_users_file_leaves_the_model_as_it_was(days):
+    # the output's write refused it only after the model step had committed the new rows
+    d, X, _y = days
+    (d / "in").mkdir()
+    config = _nightly_config(d, mode="rewrite")
+    config.write_text(config.read_text() + "overwrite = true\n")
+    (d / "day-0.zarr").rename(d / "in" / "day-0.zarr")
+    jobs.run_job(load_config(config))
+    (d / "day-1.zarr").rename(d / "in" / "day-1.zarr")
+    (d / "o.zarr" / "notes.txt").write_text("mine")
+    before = tree(d / "m"), tree(d / "o.zarr")
+    with pytest.raises(OutputExistsError, match="also holds notes.txt"):
+        jobs.run_job(load_config(config))
+    assert (tree(d / "m"), tree(d / "o.zarr")) == before
+
+
 def test_nightly_run_with_an_output_behind_the_model_appends_what_it_lacks(days):
     d, X, y = days
     (d / "in").mkdir()
