@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .qda import StreamingQDA
 
 from .validation import (
+    as_dask_labels,
     as_dask_rows,
     as_labels,
     as_lazy_rows,
@@ -526,15 +527,19 @@ class _SummaryClassifier:
         """Mean accuracy of :meth:`predict` on (X, y); lazy inputs are read once, chunk by chunk."""
         predicted = self.predict(X)
         if isinstance(predicted, da.Array):
-            y = as_labels(y)
-            if not isinstance(y, da.Array):
-                y = da.from_array(np.asarray(y), chunks=predicted.chunks)
+            # (as_dask_labels says so of labels that are not one per row; rechunking
+            # them raised dask's "Chunks do not add up to shape")
+            y = as_dask_labels(as_labels(y), predicted.chunks[0])
             _check_label_type(predicted, y)
-            right = da.map_blocks(_matches_block, predicted, y.rechunk(predicted.chunks),
-                                  dtype=bool)
+            right = da.map_blocks(_matches_block, predicted, y, dtype=bool)
             if sample_weight is None:
                 return float(right.mean().compute(**local_scheduler()))
-            w = da.asarray(sample_weight).rechunk(predicted.chunks)
+            w = da.asarray(sample_weight)
+            if w.shape != predicted.shape:
+                msg = (f"sample_weight has shape {w.shape} but X has {predicted.shape[0]} rows; "
+                       "give one weight per row")
+                raise InputError(msg)
+            w = w.rechunk(predicted.chunks)
             return float(((right * w).sum() / w.sum()).compute(**local_scheduler()))
         y = as_labels(y)
         if predicted.dtype.kind == "S" and y.dtype.kind == "S" and y.shape == predicted.shape:

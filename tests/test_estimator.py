@@ -361,6 +361,19 @@ def test_lazy_score_refuses_labels_of_another_type(labels):
     assert model.score(da.from_array(X, chunks=(16, 3)), y.astype(float)) == model.score(X, y)
 
 
+def test_lazy_score_of_labels_or_weights_not_one_per_row_says_so():
+    # lazy rows with too few or too many labels raised dask's "Chunks do not add up to shape"
+    X, y = make_classes(n=60, p=3, seed=23)
+    model = sp.BoundaryProjector().fit(X, y)
+    rows = da.from_array(X, chunks=(16, 3))
+    for labels in (y[:50], np.r_[y, y], da.from_array(y[:50], chunks=16)):
+        with pytest.raises(InputError, match=rf"y has {len(labels)} labels but X has 60 rows"):
+            model.score(rows, labels)
+    with pytest.raises(InputError, match=r"sample_weight has shape \(50,\) but X has 60 rows"):
+        model.score(rows, y, sample_weight=np.ones(50))
+    assert model.score(rows, da.from_array(y, chunks=25)) == model.score(X, y)
+
+
 @pytest.mark.parametrize(("priors", "message"), [
     ([0, 0], r"priors must have a positive, finite sum; got \[0.0, 0.0\]"),
     ([1e308, 1e308], r"priors must have a positive, finite sum; got \[1e\+308, 1e\+308\] \(sum inf\)"),
