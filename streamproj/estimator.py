@@ -542,6 +542,9 @@ class _SummaryClassifier:
             w = w.rechunk(predicted.chunks)
             return float(((right * w).sum() / w.sum()).compute(**local_scheduler()))
         y = as_labels(y)
+        # (scikit-learn's metric said "labels represented as bytes" are not supported
+        # of string labels for a model of bytes labels, or the reverse)
+        _check_label_type(predicted, y)
         if predicted.dtype.kind == "S" and y.dtype.kind == "S" and y.shape == predicted.shape:
             # bytes labels (HDF5, fixed-width Zarr) are classes here, but scikit-learn's
             # metric refuses bytes: the same mean, of the labels as stored

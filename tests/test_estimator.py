@@ -345,6 +345,15 @@ def test_score_of_a_model_of_bytes_labels_is_its_accuracy():
     w = np.linspace(0.5, 2.0, 60)
     assert model.score(X, labels, sample_weight=w) == pytest.approx(
         np.average(model.predict(X) == labels, weights=w), rel=1e-15)
+    # string labels for a model of bytes labels (or the reverse) are labels of another type,
+    # on rows in memory as on lazy rows; they said "labels represented as bytes" are unsupported
+    decoded = np.char.decode(labels, "utf-8")
+    text = sp.BoundaryProjector().fit(X, decoded)
+    for fitted, given in ((model, decoded), (text, labels)):
+        for rows in (X, da.from_array(X, chunks=(16, 3))):
+            with pytest.raises(InputError, match=r"Mix of label input types \((string and bytes|"
+                                                 r"bytes and string)\)"):
+                fitted.score(rows, given)
 
 
 @pytest.mark.parametrize("labels", ["str", "lazy str", "lazy object"])
