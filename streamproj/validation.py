@@ -305,6 +305,10 @@ def _object_labels(values, row_offset, name):
     if all(issubclass(t, numbers.Real) for t in kinds):
         return _float_or_int(values.astype(np.float64), row_offset, name)
     names = sorted({t.__name__ for t in kinds})
+    if len(names) == 1:  # one type, but not one a label can be (Decimal, tuple): no mix
+        msg = (f"Unknown label type: {name} holds labels of type {names[0]}; class labels "
+               "must be strings, booleans, integers or floats")
+        raise InputError(msg)
     msg = (f"Unknown label type: {name} mixes labels of types {', '.join(names)}; "
            "give every label the same type (e.g. all strings)")
     raise InputError(msg)

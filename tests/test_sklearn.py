@@ -431,6 +431,9 @@ def test_labels_of_mixed_types_or_continuous_values_are_refused():
     X = np.random.default_rng(10).normal(size=(4, 2))
     with pytest.raises(InputError, match="mixes labels of types int, str"):
         sp.BoundaryProjector().fit(X, np.array([1, "a", 1, "a"], dtype=object))
+    # labels of one type that is no label type were said to "mix labels of types tuple"
+    with pytest.raises(InputError, match="holds labels of type tuple; class labels must be"):
+        sp.BoundaryProjector().fit(X, pd.Series([(1,), (2,), (1,), (2,)]))
     with pytest.raises(InputError, match="Unknown label type: continuous"):
         sp.BoundaryProjector().fit(X, [0.5, 1.0, 0.5, 1.0])
 
