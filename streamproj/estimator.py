@@ -679,6 +679,8 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         tags.target_tags.required = True
         # transform always computes in float64 (the summaries are float64 whatever X is)
         tags.transformer_tags.preserves_dtype = ["float64"]
+        # the hyperplane's point exists for one boundary only (see solvers.projection_center)
+        tags.classifier_tags.multi_class = self.center != "hyperplane"
         return tags
 
     @property
@@ -729,6 +731,12 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                    f"ask for at most {p}")
             raise InputError(msg)
         self.__dict__.pop("_given_classes", None)
+        if self.boundary is None and self.center == "hyperplane" and stats.n_classes > 2:
+            # said before the LDA solve, whose own errors (a singular scatter) would hide it
+            msg = (f"Only binary classification is supported with center='hyperplane': y holds "
+                   f"{stats.n_classes} classes, and the hyperplane's point needs a single "
+                   "boundary (two classes); use center='mean'")
+            raise InputError(msg)
         if self.boundary is None:
             result = solvers.lda(stats, self.shrinkage, self._solved_priors(stats))
             if stats.n_classes == 2 and not np.isfinite(result.mean_decision).all():

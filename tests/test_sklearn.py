@@ -25,8 +25,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils import get_tags
 from sklearn.utils._param_validation import InvalidParameterError as SklearnParamError
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import (
+    check_classifier_not_supporting_multiclass,
+    parametrize_with_checks,
+)
 from sklearn.utils.validation import check_is_fitted
 
 import streamproj as sp
@@ -71,6 +75,19 @@ def _expected_failures(estimator):
 )
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_center_hyperplane_is_tagged_binary_only():
+    # center="hyperplane" refuses more than two classes, yet was tagged multi_class: every
+    # scikit-learn check that fits three classes failed on it (and meta-estimators trust the tag)
+    assert get_tags(sp.BoundaryProjector()).classifier_tags.multi_class
+    model = sp.BoundaryProjector(center="hyperplane")
+    assert not get_tags(model).classifier_tags.multi_class
+    # the check fits make_classification's singular features: refused as multiclass first
+    check_classifier_not_supporting_multiclass("BoundaryProjector", model)
+    X, y = make_classes(n=60, p=3, k=3, seed=2)
+    with pytest.raises(InputError, match="y holds 3 classes.*use center='mean'"):
+        model.fit(X, y)
 
 
 def test_errors_are_also_scikit_learns():
