@@ -20,11 +20,12 @@ from sklearn.base import (
     _clone_parametrized,
     _fit_context,
 )
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.metrics import accuracy_score
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils._param_validation import InvalidParameterError as _SklearnParamError
 from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
-from sklearn.utils.validation import _check_feature_names_in, validate_data
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
 from . import gpu, solvers, store
 from ._version import __version__
@@ -83,6 +84,12 @@ def _external_boundary(boundary):
     elif isinstance(boundary, tuple | list) and len(boundary) == 2:
         coef, intercept = boundary
         classes, source = None, "coef/intercept"
+    elif hasattr(boundary, "get_params") and not _is_fitted(boundary):
+        # often by a grid search, which clones (unfits) the estimators in its param grid
+        msg = (f"boundary is an unfitted {type(boundary).__name__} (no coef_ and intercept_): "
+               "fit it first; a param grid's estimators are cloned, which unfits them, so "
+               "give a grid (coef, intercept) pairs, or dicts, instead")
+        raise InputError(msg)
     else:
         msg = (
             "boundary must be None (fit LDA), a (coef, intercept) pair, a fitted linear "
@@ -98,6 +105,14 @@ def _external_boundary(boundary):
         msg = "boundary coef/intercept hold NaN or inf"
         raise InputError(msg)
     return coef, intercept, None if classes is None else np.asarray(classes), source
+
+
+def _is_fitted(estimator):
+    try:
+        check_is_fitted(estimator)
+    except (SklearnNotFittedError, TypeError):  # (TypeError: not an estimator after all)
+        return False
+    return True
 
 
 def _check_boundary_columns(boundary, names):

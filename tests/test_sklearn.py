@@ -147,6 +147,20 @@ def test_a_fitted_classifier_as_boundary_survives_cloning():
                                         StratifiedKFold(3).split(X, y)])
 
 
+def test_a_grid_of_fitted_classifiers_as_boundary_says_the_search_unfitted_them():
+    # GridSearchCV clones the estimators of its param grid: the error said "boundary must
+    # be ... a fitted linear classifier ...; got LogisticRegression" of a fitted one
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X[:, :5])
+    clf = LogisticRegression().fit(X, y)
+    search = GridSearchCV(sp.BoundaryProjector(), {"boundary": [clf]}, cv=2, error_score="raise")
+    with pytest.raises(InputError, match=r"unfitted LogisticRegression .*param grid's estimators "
+                                         r"are cloned"):
+        search.fit(X, y)
+    pairs = {"boundary": [(clf.coef_, clf.intercept_)]}
+    assert GridSearchCV(sp.BoundaryProjector(), pairs, cv=2).fit(X, y).best_score_ > 0.8
+
+
 def test_column_transformer_with_pandas_output():
     X, y = load_breast_cancer(return_X_y=True, as_frame=True)
     X = X.assign(site=np.where(np.arange(len(X)) % 2, "north", "south"))
