@@ -115,6 +115,17 @@ def _is_fitted(estimator):
     return True
 
 
+def _boundary_source(boundary):
+    """How ``model.json`` names a given boundary (as :func:`_external_boundary`, not reading it)."""
+    if isinstance(boundary, str | Path):
+        return f"file {boundary}"
+    if isinstance(boundary, dict):
+        return boundary.get("source", "coef/intercept")
+    if hasattr(boundary, "coef_") and hasattr(boundary, "intercept_"):
+        return type(boundary).__name__
+    return "coef/intercept"
+
+
 def _check_boundary_columns(boundary, names):
     """Refuse a fitted classifier whose columns (``feature_names_in_``) are not X's, in order.
 
@@ -1000,9 +1011,11 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if params["priors"] is not None:
             params["priors"] = np.asarray(params["priors"], dtype=float).tolist()
         if self.boundary is not None:
-            _, _, classes, source = _external_boundary(self.boundary)
+            # the classes it was fitted with, not read again: the file (or classifier) may
+            # have changed or gone since, and the stored classes must be the solution's
+            classes = self.__dict__.get("_given_classes")
             params["boundary"] = {
-                "source": source,
+                "source": _boundary_source(self.boundary),
                 "classes": None if classes is None else classes.tolist(),
             }
         return params

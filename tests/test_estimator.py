@@ -498,6 +498,28 @@ def test_save_load_with_external_boundary(tmp_path, coin):
     assert back.meta_["params"]["boundary"]["source"] == "LogisticRegression"
 
 
+def test_save_describes_the_boundary_as_fitted_not_as_it_is_now(tmp_path, coin):
+    # save read the boundary file (or classifier) again: once it had changed, the model
+    # written was "damaged" on load (its classes not the solution's), and once the file was
+    # gone, save refused a fitted model ("no boundary file")
+    X, y = coin
+    labels = np.array(["neg", "pos"])[y]
+    clf = LogisticRegression().fit(X, labels)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"coef": clf.coef_.tolist(), "intercept": clf.intercept_.tolist(),
+                                "classes": ["neg", "pos"]}))
+    from_file = sp.BoundaryProjector(boundary=path).fit(X, labels)
+    from_clf = sp.BoundaryProjector(boundary=clf).fit(X, labels)
+    path.unlink()
+    clf.fit(X, np.array(["N", "P"])[y])
+    for name, model in (("file", from_file), ("clf", from_clf)):
+        model.save(tmp_path / name)
+        back = sp.load(tmp_path / name)
+        np.testing.assert_array_equal(back.predict(X), model.predict(X))
+        np.testing.assert_array_equal(back.classes_, ["neg", "pos"])
+    assert sp.load(tmp_path / "file").meta_["params"]["boundary"]["source"] == f"file {path}"
+
+
 def test_scikit_learn_clone_and_set_params(coin):
     from sklearn.base import clone
 
