@@ -54,6 +54,7 @@ from .validation import (
     block_start,
     check_discrete_classes,
     check_finite,
+    check_not_lazy_frame,
     check_not_sparse,
     is_dask_frame,
     is_lazy,
@@ -305,6 +306,7 @@ class _SummaryClassifier:
         y : labels as :func:`~streamproj.validation.as_labels` gives them (None if not given)
         """
         check_not_sparse(X)
+        check_not_lazy_frame(X)
         if is_lazy(X) or (y is not None and is_dask_frame(y)):
             X, y, meta = as_lazy_rows(X, y)
             if is_lazy(X):

@@ -36,6 +36,7 @@ __all__ = [
     "check_finite",
     "check_matrix",
     "check_n_features",
+    "check_not_lazy_frame",
     "check_not_sparse",
     "is_dask_frame",
     "is_lazy",
@@ -73,6 +74,19 @@ def check_not_sparse(X: Any, name: str = "X") -> None:
             "with .toarray(), or reduce the columns first with "
             "sklearn.decomposition.TruncatedSVD"
         )
+        raise InputError(msg)
+
+
+def check_not_lazy_frame(X: Any, name: str = "X") -> None:
+    """Raise :class:`InputError` (one line) if ``X`` is a polars LazyFrame (a query, not rows).
+
+    Read as an array, its query plan was one "scalar" value ("Expected 2D array,
+    got scalar array instead: array=naive plan: ...").
+    """
+    if type(X).__name__ == "LazyFrame" and (type(X).__module__ or "").startswith("polars"):
+        msg = (f"{name} is a polars LazyFrame; collect it first ({name}.collect()), or, for "
+               "rows larger than memory, read its files with dask.dataframe (read_parquet, "
+               "read_csv), whose partitions are read one at a time")
         raise InputError(msg)
 
 
@@ -523,6 +537,7 @@ def as_labels(y: Any, name: str = "y") -> np.ndarray | da.Array:
                "give one class label per row")
         raise InputError(msg)
     check_not_sparse(y, name)
+    check_not_lazy_frame(y, name)
     if (type(y).__module__ or "").startswith("xarray"):
         y = y.data
     module = type(y).__module__ or ""

@@ -579,6 +579,21 @@ def test_every_input_kind_gives_the_same_model(tmp_path):
             np.testing.assert_array_equal(m.feature_names_in_, names, err_msg=kind)
 
 
+def test_a_polars_lazy_frame_is_a_one_line_error():
+    # X said "Expected 2D array, got scalar array instead: array=naive plan: ..."; y raised
+    # AttributeError ('LazyFrame' object has no attribute 'shape')
+    X, y = make_classes(n=50, p=3, seed=16)
+    fitted = sp.BoundaryProjector().fit(X, y)
+    rows = pl.DataFrame(X, schema=["a", "b", "c"]).lazy()
+    labels = pl.DataFrame({"y": y}).lazy()
+    for call, name in ((lambda: sp.BoundaryProjector().fit(rows, y), "X"),
+                       (lambda: fitted.predict(rows), "X"),
+                       (lambda: sp.StreamingQDA().fit(X, labels), "y"),
+                       (lambda: fitted.score(X, labels), "y")):
+        with pytest.raises(InputError, match=rf"^{name} is a polars LazyFrame; collect it first"):
+            call()
+
+
 def test_sparse_input_is_a_one_line_error():
     X, y = make_classes(n=50, p=3, seed=16)
     for bad in (sparse.csr_matrix(X), sparse.csr_array(X)):
