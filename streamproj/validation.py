@@ -170,6 +170,8 @@ def _frame_arrays(X, y=None):
     read more (dask arrays need their chunk sizes).
     """
     from dask import delayed
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
 
     from .progress import compute_with_progress
 
@@ -193,9 +195,17 @@ def _frame_arrays(X, y=None):
         blocks = [da.from_delayed(delayed(_frame_block)(p, names), dtype=dtype,
                                   shape=(int(n),) if width is None else (int(n), width))
                   for p, n in zip(parts, lengths, strict=True)]
-        if blocks:
-            return da.concatenate(blocks)
-        return da.empty((0,) if width is None else (0, width), dtype=dtype)
+        if not blocks:
+            return da.empty((0,) if width is None else (0, width), dtype=dtype)
+        # One block per partition, empty ones too (da.concatenate drops those): the blocks
+        # are the partitions, so an output indexed by the frame's index lines up with them.
+        name = f"streamproj-frame-{tokenize(*(b.name for b in blocks))}"
+        tail = () if width is None else (0,)
+        layer: dict[Any, Any] = {(name, i, *tail): (b.name, 0, *tail) for i, b in enumerate(blocks)}
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=blocks)
+        chunks = (tuple(int(n) for n in lengths),) + (() if width is None else ((width,),))
+        return da.Array(graph, name, chunks=chunks, dtype=dtype,
+                        meta=np.empty((0,) * len(chunks), dtype=dtype))
 
     rows = None
     if X is not None:

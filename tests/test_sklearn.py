@@ -414,6 +414,21 @@ def test_a_filtered_parquet_frame_transforms_to_a_pandas_frame_with_its_index(tm
     pd.testing.assert_frame_equal(Z, expected)
 
 
+def test_a_frame_with_empty_partitions_transforms_to_a_pandas_frame_with_its_index():
+    # a filter that empties whole partitions: da.concatenate dropped their (empty) blocks, so
+    # the rows had fewer blocks than the index ("different numbers of blocks (6 != 3)")
+    X, y = make_classes(n=90, p=3, k=2, seed=14)
+    df = frame(X).set_axis(np.arange(500, 590)).assign(label=y, i=np.arange(90))
+    lazy = dd.from_pandas(df, npartitions=6)
+    features = ["f0", "f1", "f2"]
+    kept = lazy[(lazy["i"] < 15) | (lazy["i"] >= 60)]
+    rows = df[(df["i"] < 15) | (df["i"] >= 60)]
+    m = sp.BoundaryProjector().fit(kept[features], kept["label"]).set_output(transform="pandas")
+    assert_same_model(m, sp.BoundaryProjector().fit(rows[features], rows["label"]), 1e-12)
+    pd.testing.assert_frame_equal(m.transform(kept[features]).compute(), m.transform(rows[features]))
+    assert m.score(kept[features], kept["label"]) == m.score(rows[features], rows["label"])
+
+
 def test_a_dask_frame_of_bool_and_number_columns_fits_as_pandas_does():
     # each column numeric, but bool beside float makes object rows: "X must hold real numbers"
     X, y = make_classes(n=200, p=3, k=2, seed=14)
