@@ -200,6 +200,18 @@ def _non_numeric_column(X):
     return None
 
 
+def _refuse_non_numeric_column(X):
+    """Raise InputError naming a table's first column that is not numbers (if there is one)."""
+    if not hasattr(X, "iloc") and (type(X).__module__ or "").startswith("polars"):
+        X = X.to_pandas()  # (only to find the column: the rows are refused)
+    column = _non_numeric_column(X)
+    if column is not None:  # a table: name its column (numpy's message names none)
+        name, dtype, value = column
+        msg = (f"X column {name!r} (dtype {dtype}) holds {value!r}, not a number; "
+               "features must be numbers: drop or encode that column")
+        raise InputError(msg) from None
+
+
 def _finite_block(block, block_info=None):
     """``block`` itself, once :func:`check_finite` passes it (rows named globally)."""
     check_finite(block, block_start(block_info))
@@ -277,19 +289,21 @@ class _SummaryClassifier:
     def _check_in_memory(self, X, reset):
         """validate_data, with its ValueErrors as InputError (same message)."""
         try:
-            return validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+            rows = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
         except InputError:
             raise
         except (TypeError, ValueError) as exc:
-            column = _non_numeric_column(X)
-            if column is not None:  # a table: name its column (numpy's message names none)
-                name, dtype, value = column
-                msg = (f"X column {name!r} (dtype {dtype}) holds {value!r}, not a number; "
-                       "features must be numbers: drop or encode that column")
-                raise InputError(msg) from None
+            _refuse_non_numeric_column(X)
             if isinstance(exc, TypeError):
                 raise
             raise InputError(str(exc)) from None
+        if rows.dtype.kind not in "biuf":
+            # category and polars string columns pass validate_data as objects, which
+            # predict's finite check met with numpy's "ufunc 'isfinite' not supported"
+            _refuse_non_numeric_column(X)
+            msg = f"X must hold real numbers; got dtype {rows.dtype}"
+            raise InputError(msg)
+        return rows
 
     def _check_lazy(self, X, meta, reset):
         try:

@@ -332,6 +332,23 @@ def test_a_table_column_that_is_no_number_is_named():
     sp.BoundaryProjector().fit(pd.DataFrame({"a": X[:, 0], "b": X[:, 1]}), y)  # numbers: fine
 
 
+def test_a_category_or_polars_text_column_is_named_on_fit_and_predict():
+    # such columns pass scikit-learn's check as objects: fit said "X must hold real numbers;
+    # got dtype object" (no column), predict numpy's "ufunc 'isfinite' not supported"
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    X, y = make_classes(n=40, p=3, seed=23)
+    model = sp.BoundaryProjector().fit(pd.DataFrame(X, columns=["a", "b", "when"]), y)
+    text = np.where(X[:, 0] > 0, "x", "y")
+    frames = (pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "when": pd.Categorical(text)}),
+              pl.DataFrame({"a": X[:, 0], "b": X[:, 1], "when": text}))
+    for df in frames:
+        for call in (sp.BoundaryProjector().fit, model.predict, model.transform):
+            with pytest.raises(InputError, match=r"X column 'when' \(dtype \w+\) holds '[xy]', "
+                                                 r"not a number"):
+                call(df, y) if call.__name__ == "fit" else call(df)
+
+
 def test_score_of_a_model_of_bytes_labels_is_its_accuracy():
     # bytes labels (HDF5, fixed-width Zarr) fit and predict, but score raised scikit-learn's
     # "labels represented as bytes is not supported" on rows in memory (the lazy path scored)
