@@ -576,7 +576,12 @@ class _SummaryClassifier:
             right = da.map_blocks(_matches_block, predicted, y, dtype=bool)
             if sample_weight is None:
                 return float(right.mean().compute(**local_scheduler()))
-            w = da.asarray(sample_weight)
+            w = sample_weight
+            if is_dask_frame(w):  # (its chunk lengths: dask arrays need them to line up)
+                w = w.to_dask_array(lengths=True)
+            elif not isinstance(w, da.Array):  # da.asarray of a pandas Series raised
+                w = np.asarray(w)              # "'index' must be an instance of ... Index"
+            w = da.asarray(w)
             if w.shape != predicted.shape:
                 msg = (f"sample_weight has shape {w.shape} but X has {predicted.shape[0]} rows; "
                        "give one weight per row")

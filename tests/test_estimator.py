@@ -400,6 +400,21 @@ def test_lazy_score_of_labels_or_weights_not_one_per_row_says_so():
     assert model.score(rows, da.from_array(y, chunks=25)) == model.score(X, y)
 
 
+def test_lazy_score_takes_weights_of_every_kind():
+    # a pandas Series of weights raised dask's "'index' must be an instance of
+    # dask.dataframe.Index" on lazy rows (rows in memory took it)
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = make_classes(n=60, p=3, seed=23)
+    model = sp.BoundaryProjector().fit(X, y)
+    w = np.linspace(0.1, 3.0, 60)
+    want = model.score(X, y, sample_weight=w)
+    for weights in (pd.Series(w), dd.from_pandas(pd.Series(w), npartitions=4), w.tolist(),
+                    da.from_array(w, chunks=7)):
+        got = model.score(da.from_array(X, chunks=(16, 3)), y, sample_weight=weights)
+        assert got == pytest.approx(want, rel=1e-14)
+
+
 @pytest.mark.parametrize(("priors", "message"), [
     ([0, 0], r"priors must have a positive, finite sum; got \[0.0, 0.0\]"),
     ([1e308, 1e308], r"priors must have a positive, finite sum; got \[1e\+308, 1e\+308\] \(sum inf\)"),
