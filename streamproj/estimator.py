@@ -10,6 +10,7 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import dask
 import dask.array as da
 import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
@@ -587,15 +588,26 @@ class _SummaryClassifier:
                        "give one weight per row")
                 raise InputError(msg)
             w = w.rechunk(predicted.chunks)
-            return float(((right * w).sum() / w.sum()).compute(**local_scheduler()))
+            # checked as scikit-learn checks them in memory: the mean was NaN, silently
+            hits, total, bad = dask.compute((right * w).sum(), w.sum(), (~da.isfinite(w)).sum(),
+                                            **local_scheduler())
+            if bad:
+                msg = f"sample_weight holds {int(bad)} NaN or inf value(s); give finite weights"
+                raise InputError(msg)
+            if total == 0:
+                msg = "sample_weight sums to zero; give at least one row a non-zero weight"
+                raise InputError(msg)
+            return float(hits / total)
         y = as_labels(y)
         # (scikit-learn's metric said "labels represented as bytes" are not supported
         # of string labels for a model of bytes labels, or the reverse)
         _check_label_type(predicted, y)
         if predicted.dtype.kind == "S" and y.dtype.kind == "S" and y.shape == predicted.shape:
             # bytes labels (HDF5, fixed-width Zarr) are classes here, but scikit-learn's
-            # metric refuses bytes: the same mean, of the labels as stored
-            return float(np.average(predicted == y, weights=sample_weight))
+            # metric refuses bytes: the same mean, of the labels as stored (its checks of
+            # the weights kept: np.average gave NaN for a NaN weight)
+            right = np.asarray(predicted == y)
+            return float(accuracy_score(np.ones_like(right), right, sample_weight=sample_weight))
         return float(accuracy_score(y, predicted, sample_weight=sample_weight))
 
 

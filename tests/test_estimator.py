@@ -415,6 +415,22 @@ def test_lazy_score_takes_weights_of_every_kind():
         assert got == pytest.approx(want, rel=1e-14)
 
 
+
+def test_score_refuses_nan_or_all_zero_weights_on_every_path():
+    # rows in memory refused them (scikit-learn's checks); lazy rows, and a model of bytes
+    # labels, scored NaN, silently
+    X, y = make_classes(n=60, p=3, seed=23)
+    labels = np.array([b"a", b"b"])[y]
+    nan = np.where(np.arange(60) == 7, np.nan, 1.0)
+    for model, target in ((sp.BoundaryProjector().fit(X, y), y),
+                          (sp.BoundaryProjector().fit(X, labels), labels)):
+        for rows in (X, da.from_array(X, chunks=(16, 3))):
+            with pytest.raises(ValueError, match="NaN"):
+                model.score(rows, target, sample_weight=nan)
+            with pytest.raises(ValueError, match="non-zero"):
+                model.score(rows, target, sample_weight=np.zeros(60))
+
+
 @pytest.mark.parametrize(("priors", "message"), [
     ([0, 0], r"priors must have a positive, finite sum; got \[0.0, 0.0\]"),
     ([1e308, 1e308], r"priors must have a positive, finite sum; got \[1e\+308, 1e\+308\] \(sum inf\)"),
