@@ -566,13 +566,27 @@ class _SummaryClassifier:
             scores = scores.rechunk({1: -1})
         return self._full_columns(scores, -np.inf)
 
+    def _boundary_text(self, y):
+        """Bytes labels ``y`` as text where fit matched them to a boundary's text classes.
+
+        (as :func:`_check_boundary_classes` does: scored as they were, they were "labels of
+        another type" than the model's classes)
+        """
+        given = self.__dict__.get("_given_classes")
+        if given is None or given.dtype.kind != "U" or y.dtype.kind != "S":
+            return y
+        dtype = np.dtype(f"U{max(y.dtype.itemsize, 1)}")
+        if isinstance(y, da.Array):
+            return y.map_blocks(np.char.decode, "utf-8", "replace", dtype=dtype)  # type: ignore[arg-type]  # dask's wrapped signature
+        return np.char.decode(y, "utf-8", "replace")
+
     def score(self, X, y, sample_weight=None):
         """Mean accuracy of :meth:`predict` on (X, y); lazy inputs are read once, chunk by chunk."""
         predicted = self.predict(X)
         if isinstance(predicted, da.Array):
             # (as_dask_labels says so of labels that are not one per row; rechunking
             # them raised dask's "Chunks do not add up to shape")
-            y = as_dask_labels(as_labels(y), predicted.chunks[0])
+            y = self._boundary_text(as_dask_labels(as_labels(y), predicted.chunks[0]))
             _check_label_type(predicted, y)
             right = da.map_blocks(_matches_block, predicted, y, dtype=bool)
             if sample_weight is None:
@@ -598,7 +612,7 @@ class _SummaryClassifier:
                 msg = "sample_weight sums to zero; give at least one row a non-zero weight"
                 raise InputError(msg)
             return float(hits / total)
-        y = as_labels(y)
+        y = self._boundary_text(as_labels(y))
         # (scikit-learn's metric said "labels represented as bytes" are not supported
         # of string labels for a model of bytes labels, or the reverse)
         _check_label_type(predicted, y)

@@ -172,6 +172,19 @@ def test_data_with_a_class_the_boundary_does_not_know_are_refused(tmp_path, caps
     assert not (tmp_path / "m").exists()
 
 
+def test_bytes_labels_fitted_to_a_boundary_of_text_classes_score_as_they_fit():
+    # fit matched the bytes labels to the classifier's strings, but score refused those same
+    # labels as "of another type" (rows in memory: scikit-learn's "bytes ... not supported")
+    X, y = make_classes(n=200, p=4, seed=17)
+    text = np.where(y == 1, "b", "a")
+    named = LogisticRegression().fit(X, text)
+    m = sp.BoundaryProjector(boundary=named).fit(X, text.astype("S1"))
+    want = named.score(X, text)
+    assert m.score(X, text.astype("S1")) == want
+    assert m.score(da.from_array(X, chunks=(64, 4)), text.astype("S1")) == want
+    assert m.score(X, text) == want
+
+
 def test_multiclass_external_boundary_preserves_every_decision():
     X, y = make_classes(n=900, p=6, k=3, seed=15)
     clf = LogisticRegression().fit(X, y)
