@@ -401,12 +401,22 @@ class _SummaryClassifier:
         first = not hasattr(self, "stats_")
         if first:
             self._reset()
+        declared = self.__dict__.get("_declared")
         self._declare_classes(classes, first)
-        self._check_before_pass()
-        batch = self._accumulate(X, y, reset=first)
-        self._check_labels_declared(batch)
-        merged = batch if first else self.stats_ + batch
-        self._update(merged, strict)
+        try:
+            self._check_before_pass()
+            batch = self._accumulate(X, y, reset=first)
+            self._check_labels_declared(batch)
+            merged = batch if first else self.stats_ + batch
+            self._update(merged, strict)
+        except Exception:
+            # a call that fails leaves the model as it was: its classes= too, which
+            # would otherwise refuse the labels of the calls that follow
+            if not first:
+                self.__dict__.pop("_declared", None)
+                if declared is not None:
+                    self._declared = declared
+            raise
         return self
 
     def _update(self, stats, strict):

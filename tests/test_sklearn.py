@@ -535,6 +535,21 @@ def test_partial_fit_classes_are_checked():
     assert m.stats_.n_samples == np.sum(y < 2)  # nothing merged by the refused calls
 
 
+def test_a_failed_partial_fit_does_not_fix_its_classes():
+    # classes= of a call that failed on its rows still fixed the label set: the next calls
+    # were refused ("y holds label 2, which is not among the classes [0, 1, 5] ...")
+    X, y = make_classes(n=200, p=3, k=3, seed=12)
+    for est in (sp.BoundaryProjector, sp.StreamingQDA):
+        m = est().partial_fit(X[y < 2], y[y < 2])
+        with pytest.raises(BadValuesError):
+            m.partial_fit(np.full((5, 3), np.nan), np.zeros(5, dtype=int), classes=[0, 1, 5])
+        with pytest.raises(InputError, match="has 2 features"):
+            m.partial_fit(X[:5, :2], y[:5], classes=[0, 1, 5])
+        m.partial_fit(X[y == 2], y[y == 2])
+        assert m.classes_.tolist() == [0, 1, 2]
+        assert m.stats_.n_samples == len(y)
+
+
 def test_partial_fit_waits_for_a_solvable_scatter():
     # 20 features but the first chunk holds 13 rows: its scatter is singular, so the
     # stream goes on (rows kept) instead of failing, and solves once more rows come
