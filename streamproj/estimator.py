@@ -1056,8 +1056,13 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """Set parameters (scikit-learn's ``set_params``); an unknown name is an InputError."""
         valid = self.get_params(deep=False)
         for key in params:
-            if key.split("__", 1)[0] not in valid:
+            head, nested, _ = key.partition("__")
+            if head not in valid:
                 msg = f"unknown parameter {key!r}; valid: {', '.join(valid)}"
+                raise InputError(msg)
+            if nested and not hasattr(valid[head], "set_params"):  # was AttributeError on None
+                what = "None" if valid[head] is None else f"a {type(valid[head]).__name__}"
+                msg = f"unknown parameter {key!r}: {head} is {what}, not an estimator with parameters"
                 raise InputError(msg)
         return super().set_params(**params)
 

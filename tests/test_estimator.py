@@ -592,6 +592,9 @@ def test_scikit_learn_clone_and_set_params(coin):
     assert copy.set_params(center="hyperplane").center == "hyperplane"
     with pytest.raises(InputError, match="unknown parameter 'centre'; valid: bfloat16, boundary, center"):
         copy.set_params(centre="mean")
+    # a nested name under a parameter that is no estimator: was AttributeError on None
+    with pytest.raises(InputError, match="unknown parameter 'boundary__C': boundary is None, not an estimator"):
+        copy.set_params(boundary__C=3)
 
 
 @pytest.mark.parametrize("estimator", [lambda: sp.BoundaryProjector(n_components=2), sp.StreamingQDA])
