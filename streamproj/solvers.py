@@ -457,6 +457,10 @@ def scores_to_index(scores: Any) -> Any:
     """
     if scores.ndim == 1:
         return (scores > 0).astype(np.intp)
+    if hasattr(scores, "map_blocks"):
+        # dask: row by row, the classes in one block (its argmax reduction raised
+        # "'tuple' object has no attribute 'ndim'" where every block is empty)
+        return scores.rechunk({1: -1}).map_blocks(np.argmax, axis=1, drop_axis=1, dtype=np.intp)
     return scores.argmax(axis=1).astype(np.intp)
 
 

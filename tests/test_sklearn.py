@@ -429,6 +429,18 @@ def test_a_frame_with_empty_partitions_transforms_to_a_pandas_frame_with_its_ind
     assert m.score(kept[features], kept["label"]) == m.score(rows[features], rows["label"])
 
 
+def test_a_frame_filtered_to_no_rows_predicts_no_labels():
+    # three classes: dask's argmax raised "'tuple' object has no attribute 'ndim'" when
+    # every block was empty (a filter that keeps no row)
+    X, y = make_classes(n=90, p=3, k=3, seed=14)
+    lazy = dd.from_pandas(frame(X), npartitions=4)
+    nothing = lazy[lazy["f0"] > 1e6]
+    for est in (sp.BoundaryProjector, sp.StreamingQDA):
+        assert est().fit(frame(X), y).predict(nothing).compute().shape == (0,)
+        empty = da.zeros((0, 3), chunks=((0, 0), (3,)))
+        assert est().fit(X, y).predict(empty).compute().shape == (0,)
+
+
 def test_a_dask_frame_of_bool_and_number_columns_fits_as_pandas_does():
     # each column numeric, but bool beside float makes object rows: "X must hold real numbers"
     X, y = make_classes(n=200, p=3, k=2, seed=14)
