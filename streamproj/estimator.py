@@ -598,6 +598,9 @@ class _SummaryClassifier:
             # them raised dask's "Chunks do not add up to shape")
             y = self._boundary_text(as_dask_labels(as_labels(y), predicted.chunks[0]))
             _check_label_type(predicted, y)
+            if predicted.shape[0] == 0:  # (the mean of no rows was NaN; in memory, refused)
+                msg = "X has no rows; there is nothing to score"
+                raise InputError(msg)
             right = da.map_blocks(_matches_block, predicted, y, dtype=bool)
             if sample_weight is None:
                 return float(right.mean().compute(**local_scheduler()))

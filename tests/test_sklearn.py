@@ -439,6 +439,9 @@ def test_a_frame_filtered_to_no_rows_predicts_no_labels():
         assert est().fit(frame(X), y).predict(nothing).compute().shape == (0,)
         empty = da.zeros((0, 3), chunks=((0, 0), (3,)))
         assert est().fit(X, y).predict(empty).compute().shape == (0,)
+        # and scoring no rows is refused, as for rows in memory (its mean was NaN)
+        with pytest.raises(InputError, match="X has no rows"):
+            est().fit(X, y).score(empty, np.zeros(0, dtype=int))
 
 
 def test_a_dask_frame_of_bool_and_number_columns_fits_as_pandas_does():
