@@ -1055,6 +1055,14 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         new.boundary = boundary
         return new
 
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Parameters (scikit-learn's ``get_params``); a classifier given as ``boundary`` is data.
+
+        Its own parameters (``boundary__C``) are not listed: setting them would not refit
+        it, and would change the caller's classifier, which clones share.
+        """
+        return super().get_params(deep=False)
+
     def set_params(self, **params: Any) -> "BoundaryProjector":
         """Set parameters (scikit-learn's ``set_params``); an unknown name is an InputError."""
         valid = self.get_params(deep=False)
@@ -1063,9 +1071,12 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             if head not in valid:
                 msg = f"unknown parameter {key!r}; valid: {', '.join(valid)}"
                 raise InputError(msg)
-            if nested and not hasattr(valid[head], "set_params"):  # was AttributeError on None
+            if nested:  # boundary__C: was AttributeError on None, and on a classifier set its C
+                # (unfitted again, the search's grid had no effect) in the caller's object
                 what = "None" if valid[head] is None else f"a {type(valid[head]).__name__}"
-                msg = f"unknown parameter {key!r}: {head} is {what}, not an estimator with parameters"
+                msg = (f"unknown parameter {key!r}: {head} ({what}) is data, not a sub-estimator: "
+                       "its parameters are not set here; fit a classifier as wanted and give "
+                       "it as boundary")
                 raise InputError(msg)
         return super().set_params(**params)
 

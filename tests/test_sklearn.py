@@ -147,6 +147,22 @@ def test_a_fitted_classifier_as_boundary_survives_cloning():
                                         StratifiedKFold(3).split(X, y)])
 
 
+def test_a_fitted_classifier_as_boundary_is_data_not_a_sub_estimator():
+    # get_params listed boundary__C: a grid over it set C on the caller's classifier (shared
+    # by the clones) without refitting it, so every candidate scored the same
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X[:, :5])
+    clf = LogisticRegression(C=1.0).fit(X, y)
+    m = sp.BoundaryProjector(boundary=clf)
+    assert not [k for k in m.get_params(deep=True) if "__" in k]
+    with pytest.raises(InputError, match=r"'boundary__C': boundary \(a LogisticRegression\) is data"):
+        GridSearchCV(m, {"boundary__C": [0.01, 100.0]}, cv=2).fit(X, y)
+    assert clf.C == 1.0
+    pipe = make_pipeline(StandardScaler(), m)
+    pipe.set_params(**pipe.get_params())  # the round trip of every parameter still works
+    assert pipe[-1].boundary is clf
+
+
 def test_a_grid_of_fitted_classifiers_as_boundary_says_the_search_unfitted_them():
     # GridSearchCV clones the estimators of its param grid: the error said "boundary must
     # be ... a fitted linear classifier ...; got LogisticRegression" of a fitted one
