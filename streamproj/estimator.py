@@ -39,7 +39,7 @@ from .errors import (
     SingularScatterError,
     StreamprojError,
 )
-from .passes import accumulate, project_blocks
+from .passes import accumulate, first_bad_row, project_blocks
 from .progress import local_scheduler
 from .record import ModelRecord
 from .stats import ClassStats, bfloat16_to_float32, check_bfloat16_rows, hash_c_order, parse_memory
@@ -590,6 +590,33 @@ class _SummaryClassifier:
             return y.map_blocks(np.char.decode, "utf-8", "replace", dtype=dtype)  # type: ignore[arg-type]  # dask's wrapped signature
         return np.char.decode(y, "utf-8", "replace")
 
+    @staticmethod
+    def _lazy_score(right, predicted, sample_weight):
+        """The (weighted) mean of lazy ``right`` (per-row hits), in one compute."""
+        if sample_weight is None:
+            return float(right.mean().compute(**local_scheduler()))
+        w = sample_weight
+        if is_dask_frame(w):  # (its chunk lengths: dask arrays need them to line up)
+            w = w.to_dask_array(lengths=True)
+        elif not isinstance(w, da.Array):  # da.asarray of a pandas Series raised
+            w = np.asarray(w)              # "'index' must be an instance of ... Index"
+        w = da.asarray(w)
+        if w.shape != predicted.shape:
+            msg = (f"sample_weight has shape {w.shape} but X has {predicted.shape[0]} rows; "
+                   "give one weight per row")
+            raise InputError(msg)
+        w = w.rechunk(predicted.chunks)
+        # checked as scikit-learn checks them in memory: the mean was NaN, silently
+        hits, total, bad = dask.compute((right * w).sum(), w.sum(), (~da.isfinite(w)).sum(),
+                                        **local_scheduler())
+        if bad:
+            msg = f"sample_weight holds {int(bad)} NaN or inf value(s); give finite weights"
+            raise InputError(msg)
+        if total == 0:
+            msg = "sample_weight sums to zero; give at least one row a non-zero weight"
+            raise InputError(msg)
+        return float(hits / total)
+
     def score(self, X, y, sample_weight=None):
         """Mean accuracy of :meth:`predict` on (X, y); lazy inputs are read once, chunk by chunk."""
         predicted = self.predict(X)
@@ -602,29 +629,9 @@ class _SummaryClassifier:
                 msg = "X has no rows; there is nothing to score"
                 raise InputError(msg)
             right = da.map_blocks(_matches_block, predicted, y, dtype=bool)
-            if sample_weight is None:
-                return float(right.mean().compute(**local_scheduler()))
-            w = sample_weight
-            if is_dask_frame(w):  # (its chunk lengths: dask arrays need them to line up)
-                w = w.to_dask_array(lengths=True)
-            elif not isinstance(w, da.Array):  # da.asarray of a pandas Series raised
-                w = np.asarray(w)              # "'index' must be an instance of ... Index"
-            w = da.asarray(w)
-            if w.shape != predicted.shape:
-                msg = (f"sample_weight has shape {w.shape} but X has {predicted.shape[0]} rows; "
-                       "give one weight per row")
-                raise InputError(msg)
-            w = w.rechunk(predicted.chunks)
-            # checked as scikit-learn checks them in memory: the mean was NaN, silently
-            hits, total, bad = dask.compute((right * w).sum(), w.sum(), (~da.isfinite(w)).sum(),
-                                            **local_scheduler())
-            if bad:
-                msg = f"sample_weight holds {int(bad)} NaN or inf value(s); give finite weights"
-                raise InputError(msg)
-            if total == 0:
-                msg = "sample_weight sums to zero; give at least one row a non-zero weight"
-                raise InputError(msg)
-            return float(hits / total)
+            # (each chunk checks its own rows: the one that failed first in time was named)
+            with first_bad_row(self._rows(X, reset=False)[0], "X", getattr(self, "bfloat16", False)):
+                return self._lazy_score(right, predicted, sample_weight)
         y = self._boundary_text(as_labels(y))
         # (scikit-learn's metric said "labels represented as bytes" are not supported
         # of string labels for a model of bytes labels, or the reverse)

@@ -615,3 +615,27 @@ def test_decision_columns_follow_classes_when_a_declared_class_has_no_rows(estim
         top = scores.max(axis=1, keepdims=True)
         soft = np.exp(scores - top) / np.exp(scores - top).sum(axis=1, keepdims=True)
         np.testing.assert_allclose(soft, m.predict_proba(X), atol=1e-12)
+
+
+def test_score_of_lazy_rows_names_the_first_bad_row(monkeypatch):
+    # every row of column 2 inf: "row 1500", the chunk that failed first in time
+    import time
+
+    from streamproj import estimator
+
+    X, y = make_classes(n=2000, p=4, seed=31)
+    m = sp.BoundaryProjector().fit(X, y)
+    bad = X.copy()
+    bad[:, 2] = np.inf
+    real = estimator._finite_block
+
+    def late(block, block_info=None):
+        if block_info[0]["chunk-location"][0] < 3:  # the first chunks finish last
+            time.sleep(0.3)
+        return real(block, block_info)
+
+    monkeypatch.setattr(estimator, "_finite_block", late)
+    with pytest.raises(BadValuesError, match=r"non-finite value \(inf\) in row 0 \(column 2\)"):
+        m.score(da.from_array(bad, chunks=(100, -1)), y)
+    with pytest.raises(BadValuesError, match=r"in row 0 \(column 2\)"):
+        m.score(da.from_array(bad, chunks=(100, -1)), y, sample_weight=np.ones(2000))
