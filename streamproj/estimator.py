@@ -903,7 +903,12 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
 
     # ------------------------------------------------------------ applying
     def transform(self, X: Any) -> Any:
-        """Coordinates ``(X - center_) @ components_.T`` (float64); lazy for dask/Zarr input."""
+        """Coordinates ``(X - center_) @ components_.T`` (float64); lazy for dask/Zarr input.
+
+        A lazy result names a non-finite row when computed: the first bad row of
+        the first chunk to fail, which, computed in parallel, need not be the
+        first bad row of X (``streamproj project`` and :meth:`score` name that one).
+        """
         rows = self._apply_rows(X, checked_lazily=True)
         if isinstance(rows, da.Array):
             Z = project_blocks(rows, self.center_, self.components_)
