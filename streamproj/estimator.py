@@ -402,6 +402,7 @@ class _SummaryClassifier:
         if first:
             self._reset()
         declared = self.__dict__.get("_declared")
+        given = self.__dict__.get("_given_classes")  # (the solve drops it before its checks)
         self._declare_classes(classes, first)
         try:
             self._check_before_pass()
@@ -413,9 +414,10 @@ class _SummaryClassifier:
             # a call that fails leaves the model as it was: its classes= too, which
             # would otherwise refuse the labels of the calls that follow
             if not first:
-                self.__dict__.pop("_declared", None)
-                if declared is not None:
-                    self._declared = declared
+                for name, kept in (("_declared", declared), ("_given_classes", given)):
+                    self.__dict__.pop(name, None)
+                    if kept is not None:
+                        setattr(self, name, kept)
             raise
         return self
 

@@ -581,6 +581,21 @@ def test_a_failed_partial_fit_does_not_fix_its_classes():
         assert m.stats_.n_samples == len(y)
 
 
+def test_a_refused_partial_fit_keeps_the_boundarys_classes_for_save(tmp_path):
+    # the solve dropped the boundary's classes before refusing an unknown label, and the roll
+    # back kept only classes=: save() then wrote "classes": None and the saved model's next
+    # partial_fit said "the boundary has 3 rows of coefficients; 2 classes need 1"
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    boundary = {"coef": rng.normal(size=(3, 3)), "intercept": np.zeros(3), "classes": [0, 1, 2]}
+    m = sp.BoundaryProjector(n_components=2, boundary=boundary).partial_fit(X, y)
+    with pytest.raises(InputError):
+        m.partial_fit(X[:4], np.array([5, 5, 0, 1]))
+    m.save(tmp_path / "m")
+    again = sp.load(tmp_path / "m").partial_fit(X, y)
+    assert again.stats_.n_samples == 120
+
 def test_partial_fit_waits_for_a_solvable_scatter():
     # 20 features but the first chunk holds 13 rows: its scatter is singular, so the
     # stream goes on (rows kept) instead of failing, and solves once more rows come
