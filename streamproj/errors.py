@@ -41,6 +41,9 @@ class BadValuesError(InputError):
 
     #: The bad row's index in the whole array checked, where one row is named.
     row: int | None = None
+    #: Raised by one chunk of several checked in parallel: an earlier chunk may hold an
+    #: earlier bad row (see ``passes.first_bad_row``).
+    in_any_order: bool = False
 
 
 class IncompatibleStatsError(StreamprojError):

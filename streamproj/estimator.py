@@ -39,7 +39,7 @@ from .errors import (
     SingularScatterError,
     StreamprojError,
 )
-from .passes import accumulate, first_bad_row, project_blocks
+from .passes import accumulate, first_bad_row, in_any_order, project_blocks
 from .progress import local_scheduler
 from .record import ModelRecord
 from .stats import ClassStats, bfloat16_to_float32, check_bfloat16_rows, hash_c_order, parse_memory
@@ -215,7 +215,8 @@ def _refuse_non_numeric_column(X):
 
 def _finite_block(block, block_info=None):
     """``block`` itself, once :func:`check_finite` passes it (rows named globally)."""
-    check_finite(block, block_start(block_info))
+    with in_any_order():
+        check_finite(block, block_start(block_info))
     return block
 
 

@@ -325,7 +325,9 @@ def concat_rows(parts):
     ys = [src.y for src, _ in parts]
     y = None if any(v is None for v in ys) else da.concatenate(
         [src.y[start:] for src, start in parts], axis=0)
-    name = parts[0][0].names[0] if len(parts) == 1 else RowsOf(
+    # (rows of one input from its row ``start`` on are named in its own numbering: a bad row
+    # 150 of an input grown from 100 rows was "row 50" in an append, "row 150" in an update)
+    name = parts[0][0].names[0] if len(parts) == 1 and not parts[0][1] else RowsOf(
         [(src.names[0], start, src.n_rows - start) for src, start in parts])
     return X, y, name
 
@@ -333,13 +335,15 @@ def concat_rows(parts):
 class RowsOf(str):
     """The name ("N inputs") of rows of several inputs, one after another; it says whose a row is.
 
+    Of one input (its rows from some row on), its name.
+
     ``parts``: ``(name, first row taken, rows taken)`` per input, in order.
     """
 
     parts: list
 
     def __new__(cls, parts):
-        named = super().__new__(cls, f"{len(parts)} inputs")
+        named = super().__new__(cls, f"{len(parts)} inputs" if len(parts) > 1 else parts[0][0])
         named.parts = list(parts)
         return named
 

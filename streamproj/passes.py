@@ -49,6 +49,7 @@ __all__ = [
     "default_memory_budget",
     "finish_summary",
     "first_bad_row",
+    "in_any_order",
     "project_blocks",
     "score_blocks",
     "store_projection",
@@ -297,7 +298,9 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
     # Any NaN or inf in a row makes its coordinates non-finite: check the small output.
     if not np.isfinite(out).all():
         first = block_start(block_info)
-        check_finite(bfloat16_to_float32(block) if bfloat16 else block, row_offset + first, name)
+        with in_any_order():
+            check_finite(bfloat16_to_float32(block) if bfloat16 else block, row_offset + first,
+                         name)
         msg = f"{name} rows from {row_offset + first} are too large to project in float64"
         raise BadValuesError(msg)
     return out
@@ -381,7 +384,8 @@ def first_bad_row(X, name="X", bfloat16=False):
         yield
     except BadValuesError as exc:
         row = getattr(exc, "row", None)
-        if not row or row > X.shape[0]:
+        # (only a chunk kernel's error: pass 1's come in row order, numbered in the source)
+        if not getattr(exc, "in_any_order", False) or not row or row > X.shape[0]:
             raise
         try:
             earlier = _first_bad(X[:row], name, bfloat16)
@@ -390,6 +394,20 @@ def first_bad_row(X, name="X", bfloat16=False):
         if earlier is None:
             raise
         raise earlier from None
+
+
+@contextlib.contextmanager
+def in_any_order():
+    """Mark the :class:`BadValuesError` of a pass-2 chunk kernel for :func:`first_bad_row`.
+
+    Its ``row`` counts the rows the kernel was given; a chunk failing first in
+    time need not hold the first bad row.
+    """
+    try:
+        yield
+    except BadValuesError as exc:
+        exc.in_any_order = True
+        raise
 
 
 def _first_bad_in_block(block, bfloat16):

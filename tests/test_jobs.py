@@ -490,3 +490,28 @@ def test_update_of_a_model_fitted_in_python_warns_that_its_rows_cannot_be_told_a
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jobs.update_model(tmp_path / "m2", [str(tmp_path / "e.zarr")])
+
+
+def test_a_bad_row_of_a_grown_source_is_named_in_the_sources_own_rows(tmp_path, capsys):
+    # a.zarr grown from 100 to 200 rows with a NaN at its row 150: an append said "row 50" (the
+    # rows it projected, counted from the first new one); update said "row 150"
+    X, y = make_coin(n=200)
+    write_zarr(tmp_path / "a.zarr", X[:100], y[:100], chunk_rows=50)
+    assert main(["fit", str(tmp_path / "a.zarr"), "--model", str(tmp_path / "m")]) == 0
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "a.zarr"), "--output",
+                 str(tmp_path / "o.zarr")]) == 0
+    bad = X.copy()
+    bad[150, 1] = np.nan
+    write_zarr(tmp_path / "a.zarr", bad, y, chunk_rows=50)
+    capsys.readouterr()
+    said = "a.zarr/X has a non-finite value (nan) in row 150 (column 1)"
+    assert main(["project", str(tmp_path / "m"), str(tmp_path / "a.zarr"), "--output",
+                 str(tmp_path / "o.zarr"), "--append"]) == 2
+    assert said in capsys.readouterr().err
+    assert main(["update", str(tmp_path / "m"), str(tmp_path / "a.zarr")]) == 2
+    assert said in capsys.readouterr().err
+    job = tmp_path / "night.toml"
+    job.write_text(f'[input]\npath = "{tmp_path / "a.zarr"}"\n[model]\npath = "{tmp_path / "m"}"\n'
+                   f'mode = "update"\n[output]\npath = "{tmp_path / "o.zarr"}"\nmode = "append"\n')
+    assert main(["run", str(job)]) == 2  # the one pass: summaries and projection together
+    assert said in capsys.readouterr().err
