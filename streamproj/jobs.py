@@ -1118,9 +1118,10 @@ def merge_models(model_path, others):
         reports: list[dict] = []
         old = BoundaryProjector.from_state(record)
         for other, ometa, ostats, osummaries, oparams in loaded:
-            if bool(oparams.get("bfloat16")) != bool(old.bfloat16):
+            if bool(oparams.get("bfloat16")) != bool(old.bfloat16) and ometa.get("sources"):
                 # how the sources' rows are read, not how the model is solved: update and
-                # --verify read every source as this model does (bfloat16 bits as integers)
+                # --verify read every source as this model does (bfloat16 bits as integers);
+                # a model of rows given in Python has none to read again, and merges exactly
                 how = {True: "as bfloat16 (uint16 bit patterns, bfloat16=True)",
                        False: "as the numbers stored (bfloat16=False)"}
                 msg = (f"model {other} reads its sources {how[bool(oparams.get('bfloat16'))]} but "

@@ -286,6 +286,10 @@ def test_a_bfloat16_model_and_a_plain_one_do_not_merge(tmp_path, capsys):
         assert len(err) == 1
         assert f"model {tmp_path / other} reads its sources {how} {tmp_path / mine}" in err[0]
         assert sp.load(tmp_path / mine).meta_["version"] == "v000001"
+    # a bfloat16 model of rows given in Python has no sources to read again: it merges exactly
+    sp.BoundaryProjector(bfloat16=True).fit(bits[300:], y[300:]).save(tmp_path / "py")
+    assert main(["merge", str(tmp_path / "m"), str(tmp_path / "py")]) == 0
+    assert sp.load(tmp_path / "m").stats_.n_samples == 600
 
 
 # -------------------------------------------------------------- memory plan
