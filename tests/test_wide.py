@@ -10,7 +10,7 @@ import zarr
 from conftest import make_classes, offset_classes, one_error_line, two_pass, write_zarr
 
 import streamproj as sp
-from streamproj import gpu
+from streamproj import gpu, jobs
 from streamproj import stats as stats_module
 from streamproj.cli import main
 from streamproj.errors import InputError, InvalidParameterError, SummaryMemoryError
@@ -288,7 +288,8 @@ def test_a_bfloat16_model_and_a_plain_one_do_not_merge(tmp_path, capsys):
         assert sp.load(tmp_path / mine).meta_["version"] == "v000001"
     # a bfloat16 model of rows given in Python has no sources to read again: it merges exactly
     sp.BoundaryProjector(bfloat16=True).fit(bits[300:], y[300:]).save(tmp_path / "py")
-    assert main(["merge", str(tmp_path / "m"), str(tmp_path / "py")]) == 0
+    with pytest.warns(sp.StreamprojWarning, match="was fitted with bfloat16=True"):
+        jobs.merge_models(tmp_path / "m", [tmp_path / "py"])
     assert sp.load(tmp_path / "m").stats_.n_samples == 600
 
 
