@@ -1210,9 +1210,16 @@ def _refuse_read_only(url, dest):
     A rename in its parent passed over ``chmod -R a-w`` (as :func:`write_bytes`
     refuses a read-only file), and the old folder, which only its owner could
     then delete, was left hidden beside it (``.OUT.tmp-…``), one more copy with
-    each rewrite.
+    each rewrite. The folders two levels deep only (the output, its nodes, their
+    ``c`` chunk folders and the frame's arrays; ``chmod -R`` makes those read-only
+    too): every chunk folder of a big output was walked, once more per check, and a
+    nightly append checks several times.
     """
-    for root, _dirs, _files in os.walk(dest):
+    def folders_in(folder):
+        return [e for e in folder.iterdir() if e.is_dir() and not e.is_symlink()]
+
+    nodes = folders_in(dest)
+    for root in [dest, *nodes, *(inner for node in nodes for inner in folders_in(node))]:
         mode = os.stat(root).st_mode
         if not mode & 0o222 or not os.access(root, os.W_OK | os.X_OK):
             rel = Path(root).relative_to(dest).as_posix()
