@@ -1122,27 +1122,27 @@ def _add_low_rank(matrix, p, left, right):
         view += left[:j1] @ right[:, j0:j1]
 
 
-# A class's column whose values span less than this fraction of their size is shifted by one
-# of its values, not by their float64 mean: the mean's rounding (up to a few ulps of a value
-# 1e25 spreads from zero) then dwarfs the spread, and the scatter about the exact mean, taken
-# as a difference of two sums of those roundings' squares, lost every digit (0 for 195.9).
-# Where the values span more, the rounding is below 2^-40 of the spread and costs nothing.
+# A class's shift in a feature more than 2^40 spreads from zero (the other classes' spread
+# in it, or every feature's largest where that is 0) may round by more than the spread: its
+# float64 mean of a sample of one value repeated 1e25 spreads out was ~1e9 off, and the
+# scatter about the exact mean, a difference of two sums of that rounding's squares, lost
+# every digit of the other classes' (0 for 195.9). Such a class's column whose values span
+# less than 2^-40 of their size is shifted by one of its values instead (exact for one value
+# repeated). Below the threshold the rounding costs less than 2^-76 of the scatter, and the
+# shift (hence the summary's bits, which ``update --verify`` compares) is left as it was.
 _NARROW = 2.0**-40
 
 
-def _snap_narrow(shifts, present, new, grouped, starts):
-    """Each ``new`` class's shift set, in its narrow columns, to the least of its sampled values.
-
-    ``grouped``: the sampled rows ordered by class; ``starts``: where each
-    ``present`` class's rows begin. A column of one repeated value gets that
-    value exactly, so its deviations are exactly zero.
-    """
-    low = np.minimum.reduceat(grouped, starts, axis=0)
-    high = np.maximum.reduceat(grouped, starts, axis=0)
-    for row, k in enumerate(present):
-        if new[k]:
-            narrow = (high[row] - low[row]) <= _NARROW * np.abs(shifts[k])
-            shifts[k, narrow] = low[row, narrow]
+def _snap_narrow(X, inverse, shifts, spread, decode):
+    """The shifts of narrow columns far from zero set to one of their values (see ``_NARROW``)."""
+    scale = np.maximum(spread, _NARROW * spread.max())
+    far = np.abs(shifts) * _NARROW > scale
+    for k in np.flatnonzero(far.any(axis=1)):  # (rare: data this far out)
+        cols = np.flatnonzero(far[k])
+        values = _cast_rows(X[inverse == k], decode)[:, cols].astype(np.float64)
+        low, high = values.min(axis=0), values.max(axis=0)
+        narrow = (high - low) <= _NARROW * np.abs(shifts[k, cols])
+        shifts[k, cols[narrow]] = low[narrow]
 
 
 def _class_shifts(X, inverse, K, decode=None):
@@ -1174,11 +1174,9 @@ def _class_shifts(X, inverse, K, decode=None):
         order = np.argsort(labels, kind="stable")
         present, starts = np.unique(labels[order], return_index=True)
         sums = np.zeros((K, p))
-        grouped = rows[order]
-        sums[present] = np.add.reduceat(grouped, starts, axis=0)
+        sums[present] = np.add.reduceat(rows[order], starts, axis=0)
         new = (counts > 0) & ~found
         shifts[new] = sums[new] / counts[new, None]
-        _snap_narrow(shifts, present, new, grouped, starts)
         found |= new
         if first is None:
             first = (rows, labels)
@@ -1190,6 +1188,7 @@ def _class_shifts(X, inverse, K, decode=None):
             candidates = candidates[~found[inverse[candidates]]]
     rows, labels = first
     spread = np.sqrt(np.mean((rows - shifts[labels]) ** 2, axis=0))
+    _snap_narrow(X, inverse, shifts, spread, decode)
     return shifts, spread
 
 

@@ -715,3 +715,27 @@ def test_a_class_constant_far_from_zero_keeps_the_other_classes_scatter_exact(fa
     stats = accumulate(X, y, detail=detail, chunk_rows=chunk_rows)
     assert abs(stats.within[0, 0] - ref) <= 4e-16 * ref * 4
     np.testing.assert_array_equal(stats.means[1, 0], X[y == 1, 0][0])  # the one value, exactly
+
+
+def test_pass1_keeps_its_shifts_for_constant_columns_near_zero(monkeypatch):
+    # update --verify compares a batch's summary bit for bit with the one recorded: shifting
+    # a class's constant column by one of its values (as is done 2^40 spreads from zero) moved
+    # the bits of summaries with a constant 0.1 column; near zero the shifts are as before
+    from streamproj import stats as stats_module
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(5000, 4))
+    y = rng.integers(0, 2, 5000)
+    X[:, 1] = 0.1
+    X[y == 1, 2] = 12345.678901
+    chunks = [slice(a, a + 1000) for a in range(0, 5000, 1000)] + [slice(None)]
+    snapped = [stats_module._class_shifts(X[c], y[c], 2)[0] for c in chunks]
+    # (the samples' float64 means, as stop 34 took them: not all exactly the values)
+    assert any(s[1, 2] != 12345.678901 or s[0, 1] != 0.1 for s in snapped)
+    monkeypatch.setattr(stats_module, "_snap_narrow", lambda *args: None)
+    for c, shifts in zip(chunks, snapped, strict=True):
+        np.testing.assert_array_equal(shifts, stats_module._class_shifts(X[c], y[c], 2)[0])
+    # far out, the same column is shifted by its value
+    X[y == 1, 2] = 1e25
+    monkeypatch.undo()
+    assert stats_module._class_shifts(X, y, 2)[0][1, 2] == 1e25
