@@ -1347,6 +1347,9 @@ def relocate_sources(model_path, old, new, outputs=(), verify=False, allow_missi
             # as update checks its inputs: a source's new place must not be the model or an output
             store.check_disjoint(("input", ledger.location(moved)), ("model", model_path),
                                  *[("output", o) for o in outputs])
+        for out, _, _, out_moves in plans:
+            if out_moves:  # (refused after the model was written, it was relocated alone)
+                store.check_output_whole(out)
         now = store.timestamp()
         version = meta["version"]
         with clock("write"):
@@ -1386,7 +1389,6 @@ def _relocatable_output(out):
     # what a killed writer left is repaired first (an output between the two renames of a
     # swap is put back), as the model's lock does for the model: also when nothing is moved
     store.tidy_output(out)
-    store.check_output_whole(out)  # (refused after the model was written, it was relocated alone)
     state = _output_state(out)
     if state is None:
         msg = f"no output at {out}; name an existing output with --output, or leave it out"
@@ -2089,6 +2091,7 @@ def _output_guard(config, state=None):
            "that with [output] reproject_above_degrees")
 
     def check(model, entries, srcs):
+        store.check_output_whole(out.path)  # (OUT is written after the model: refused first)
         try:
             _check_output_follows(model, entries, srcs)
         except StreamprojError as exc:
@@ -2239,6 +2242,8 @@ def run_job(config, progress=None, max_summary_memory=None):
     _check_output_inputs(config)
     if out.path:  # before the model step: it commits the model, and OUT must follow
         store.check_output_reachable(out.path)
+        if out.mode == "rewrite":  # (rewritten whatever the model step does; else _output_guard)
+            store.check_output_whole(out.path)
     if config.dask.slurm is not None and config.dask.scheduler is None:
         require_sbatch(config.source)
     if config.dask.scheduler is not None or config.dask.slurm is not None:

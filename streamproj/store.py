@@ -773,7 +773,6 @@ def check_output_reachable(url):
     if is_local(url):
         check_replaceable(url)
         with _locked(url, "output"):
-            check_output_whole(url)
             return
     fs, root = _fs(url)
     if "s3" not in fs.protocol:  # (other stores: their first write tells)

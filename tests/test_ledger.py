@@ -1497,3 +1497,19 @@ def test_relocate_verify_reads_every_merged_range_at_the_new_place(days):
     assert jobs.relocate_sources(d / "m", d / "data", d / "new", verify=True)["model_status"] == \
         "relocated"
     assert_fit_on(d / "m", X[:900], y[:900])
+
+
+def test_a_relocation_leaves_an_output_holding_none_of_the_moved_sources_as_it_is(days, capsys):
+    # the output's read-only and foreign-file checks ran before the plan: an archived
+    # (chmod a-w) output that holds none of the moved sources was refused, not "unchanged"
+    d, X, y = days
+    _moved_project(d)
+    jobs.project_model(d / "m", [str(d / "day-3.zarr")], d / "other.zarr")  # (not moved)
+    (d / "other.zarr").chmod(0o555)
+    try:
+        assert main(["relocate", str(d / "m"), str(d / "data"), str(d / "new"), "--output",
+                     str(d / "other.zarr"), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert [o["status"] for o in report["outputs"]] == ["unchanged"]
+    finally:
+        (d / "other.zarr").chmod(0o755)

@@ -413,6 +413,32 @@ def test_a_nightly_rewrite_whose_output_holds_a_users_file_leaves_the_model_as_i
     assert (tree(d / "m"), tree(d / "o.zarr")) == before
 
 
+@pytest.mark.parametrize("why", ["read-only", "a file of the user's"])
+def test_a_night_with_nothing_new_leaves_an_output_it_could_not_replace_unchanged(days, why):
+    # the checks that refuse such an output before the model step ran before planning: a
+    # night with no new rows was refused on an archived (chmod -R a-w) output, which it
+    # would not have written; with new rows it is refused, and the model left as it was
+    d, _X, _y = days
+    (d / "in").mkdir()
+    config = _nightly_config(d)
+    (d / "day-0.zarr").rename(d / "in" / "day-0.zarr")
+    jobs.run_job(load_config(config))
+    if why == "read-only":
+        (d / "o.zarr").chmod(0o555)
+    else:
+        (d / "o.zarr" / "notes.txt").write_text("mine")
+    try:
+        report = jobs.run_job(load_config(config))
+        assert report["steps"][-1]["output_action"] == "unchanged"
+        (d / "day-1.zarr").rename(d / "in" / "day-1.zarr")
+        before = tree(d / "m"), tree(d / "o.zarr")
+        with pytest.raises(OutputExistsError, match="not writable by you" if why == "read-only"
+                           else "also holds notes.txt"):
+            jobs.run_job(load_config(config))
+        assert (tree(d / "m"), tree(d / "o.zarr")) == before
+    finally:
+        (d / "o.zarr").chmod(0o755)
+
 def test_nightly_run_with_an_output_behind_the_model_appends_what_it_lacks(days):
     d, X, y = days
     (d / "in").mkdir()
