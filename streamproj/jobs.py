@@ -1117,6 +1117,7 @@ def merge_models(model_path, others):
         totals: list[ClassStats] = []
         reports: list[dict] = []
         old = BoundaryProjector.from_state(record)
+        lineages: list[list[str]] = []  # (each merged model's own and those merged into it)
         for other, ometa, ostats, osummaries, oparams in loaded:
             if bool(oparams.get("bfloat16")) != bool(old.bfloat16) and ometa.get("sources"):
                 # how the sources' rows are read, not how the model is solved: update and
@@ -1147,7 +1148,7 @@ def merge_models(model_path, others):
                 msg = (f"model {other} keeps {ostats.detail} summaries but {model_path} keeps "
                        f"{stats.detail}; refit one of them with the other's parameters")
                 raise IncompatibleStatsError(msg)
-            _refuse_merged_before(other, ometa, ostats, meta, reports, model_path)
+            _refuse_merged_before(other, ometa, ostats, meta, lineages, model_path)
             for e in ometa.get("sources", []):
                 same = ledger.same_source(entries + added, e)
                 if same is not None:
@@ -1175,6 +1176,7 @@ def merge_models(model_path, others):
             reports.append({"model": str(other), "model_id": ometa.get("model_id"),
                             "version": ometa.get("version"), "rows_merged": ostats.n_samples,
                             "sources": [e["url"] for e in ometa.get("sources", [])]})
+            lineages.append(sorted(_lineage(ometa)))
         for other, *_, oparams in loaded:  # (once every model is accepted)
             _say_other_params(other, oparams, model_path, old.get_params())
         new = BoundaryProjector.from_state(record)
@@ -1182,7 +1184,8 @@ def merge_models(model_path, others):
             new.partial_fit_stats(_merge_all(totals))
         drift = _drift(old, new)
         history = [*meta.get("history", []), {
-            "event": "merge", "time": store.timestamp(), "models": reports,
+            "event": "merge", "time": store.timestamp(),
+            "models": [{**r, "lineage": ids} for r, ids in zip(reports, lineages, strict=True)],
             "rows_added": int(sum(r["rows_merged"] for r in reports)),
             "n_samples": new.stats_.n_samples, **drift}]
         with clock("write"):
@@ -1197,23 +1200,40 @@ def merge_models(model_path, others):
             "timings": clock.report(), "versions": _versions(version)}
 
 
-def _refuse_merged_before(other, ometa, ostats, meta, reports, model_path):
+def _lineage(meta):
+    """The model ids whose rows a model holds: its own and every model merged into it, at any depth."""
+    ids = {meta.get("model_id")}
+    for h in meta.get("history", []):
+        if isinstance(h, dict) and h.get("event") == "merge":
+            for m in h.get("models", []):
+                if isinstance(m, dict):
+                    ids.add(m.get("model_id"))
+                    ids.update(m.get("lineage") or [])
+    ids.discard(None)
+    return ids
+
+
+def _refuse_merged_before(other, ometa, ostats, meta, lineages, model_path):
     """Refuse a model whose rows of no source this model holds already (it, or merged before).
 
     Rows fitted or added in Python have no ledger entry for :func:`ledger.same_source` to
     find: a copy of the model, or one merged twice, counted them twice, silently. Such
-    rows cannot be forgotten, so a model merged before still holds them.
+    rows cannot be forgotten, so a model merged before still holds them. Merges are
+    followed at any depth (C merged B, then A, which merged B, merges C); ``lineages``:
+    those of the models this same merge took already.
     """
     unsourced = ostats.n_samples - sum(int(e["rows"]) for e in ometa.get("sources", []))
     model_id = ometa.get("model_id")
     if not unsourced or not model_id:
         return
-    merged = [m for h in meta.get("history", []) if isinstance(h, dict) and h.get("event") == "merge"
-              for m in h.get("models", []) if isinstance(m, dict)]
+    held = _lineage(meta).union(*lineages)
+    shared = _lineage(ometa) & held
     if model_id == meta.get("model_id"):
         how = "is the same model (one is a copy of the other)"
-    elif any(m.get("model_id") == model_id for m in [*merged, *reports]):
+    elif model_id in held:
         how = "merged it before"
+    elif shared:
+        how = f"holds a model it holds too (model id {min(shared)}, merged into both)"
     else:
         return
     msg = (f"model {other} holds {unsourced:,} rows of no source (fitted or added in Python), "

@@ -289,6 +289,14 @@ def test_rows_of_no_source_are_not_merged_twice(days, capsys):
     assert main(["merge", str(d / "a"), str(d / "c2")]) == 2
     assert "c2 holds 100 rows of no source" in one_error_line(capsys)
     assert sp.load(d / "a").stats_.n_samples == 400
+    # at any depth: e merged a copy of c, and a (which merged c) merging e counted c's rows twice
+    sp.BoundaryProjector().fit(X[400:500], y[400:500]).save(d / "e")
+    shutil.copytree(d / "c2", d / "c3")
+    assert main(["merge", str(d / "e"), str(d / "c3")]) == 0
+    assert main(["merge", str(d / "a"), str(d / "e")]) == 2
+    assert "e holds 200 rows of no source (fitted or added in Python), and " \
+           f"{d / 'a'} holds a model it holds too (model id " in one_error_line(capsys)
+    assert sp.load(d / "a").stats_.n_samples == 400
 
 
 def test_a_summary_of_other_rows_in_one_summaries_file_is_refused(days, capsys):
