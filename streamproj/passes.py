@@ -410,31 +410,27 @@ def in_any_order():
         raise
 
 
-def _first_bad_in_block(block, bfloat16):
+def _bad_in_block(block, start, name, bfloat16):
+    """The BadValuesError of ``block``'s first non-finite row (numbered from ``start``), or None."""
     block = np.asarray(block)
-    if bfloat16:
-        block = bfloat16_to_float32(block)
-    bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
-    return np.array([bad[0] if bad.size else -1], dtype=np.int64)
-
-
-def _first_bad(head, name, bfloat16):
-    """The BadValuesError of the first row of ``head`` holding NaN or inf, or None."""
-    head = head.rechunk({1: -1})
-    firsts = head.map_blocks(_first_bad_in_block, bfloat16, drop_axis=1, dtype=np.int64,
-                             chunks=((1,) * head.numblocks[0],), meta=np.empty((0,), np.int64))
-    (found,) = compute_with_progress(firsts)
-    hit = np.flatnonzero(found >= 0)
-    if hit.size == 0:
-        return None
-    k = int(hit[0])
-    start = int(sum(head.chunks[0][:k]))
-    block = np.asarray(head.blocks[k].compute())
     try:
         check_finite(bfloat16_to_float32(block) if bfloat16 else block, start, name)
     except BadValuesError as exc:
         return exc
     return None
+
+
+def _first_bad(head, name, bfloat16):
+    """The BadValuesError of the first row of ``head`` holding NaN or inf, or None.
+
+    Each chunk is checked once, by :func:`~streamproj.stats.check_finite` (the
+    message pass 1 gives), and the first chunk's error in row order is kept.
+    """
+    parts = head.rechunk({1: -1}).to_delayed().ravel()
+    starts = np.concatenate([[0], np.cumsum(head.chunks[0][:-1])]).astype(int)
+    found = compute_with_progress(*(dask.delayed(_bad_in_block)(part, int(start), name, bfloat16)
+                                    for part, start in zip(parts, starts, strict=True)))
+    return next((exc for exc in found if exc is not None), None)
 
 
 def store_projection(sources, targets, progress=False, total=None, compute=True):
