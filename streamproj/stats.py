@@ -1480,13 +1480,14 @@ def _utf8_text(labels):
     try:
         return np.char.decode(labels, "utf-8")
     except UnicodeDecodeError:
-        bad = next(v for v in labels.tolist() if not _decodes(v))
+        bad = next(v for v in labels.tolist() if not _is_utf8(v))
         msg = (f"cannot merge bytes labels with text labels: the label {bad!r} is not UTF-8 "
                "text; convert the labels to one type")
         raise IncompatibleStatsError(msg) from None
 
 
-def _decodes(value):
+def _is_utf8(value):
+    """Whether ``value`` (bytes) is UTF-8 text."""
     try:
         value.decode("utf-8")
     except UnicodeDecodeError:

@@ -22,8 +22,8 @@ from .errors import BadValuesError, InputError, StreamprojError
 
 # the summaries check the rows they are given themselves (stats imports nothing); these
 # are the same checks, for every other entry point
+from .stats import _is_utf8, check_finite, check_matrix
 from .stats import as_labels as _exact_labels
-from .stats import check_finite, check_matrix
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -444,14 +444,6 @@ def text_labels(values: np.ndarray, row_offset: int = 0, name: str = "y",
         row = next(i for i, v in enumerate(values.tolist()) if not _is_utf8(v))
         msg = f"{name} label {values[row].tobytes()!r} at row {row_offset + row}{rows} is not UTF-8 text"
         raise InputError(msg) from None
-
-
-def _is_utf8(value):
-    try:
-        value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _plain_block(block, name, block_info=None):
