@@ -190,22 +190,18 @@ def expand_user(path: object) -> str:
     return expanded
 
 
-def _local_path(url):
-    url = str(url)
-    return Path(expand_user(url[len("file://") :] if url.startswith("file://") else url))
-
-
 def local_path(url: object) -> Path:
     """The path a plain path or ``file://`` URL names (``~`` expanded, links kept).
 
     ``expand_user`` alone kept the ``file://``: the path "did not exist".
     """
-    return _local_path(url)
+    url = str(url)
+    return Path(expand_user(url[len("file://") :] if url.startswith("file://") else url))
 
 
 def _real(url):
     """The absolute path with every symlink resolved (the path need not exist)."""
-    return Path(os.path.realpath(_local_path(url)))
+    return Path(os.path.realpath(local_path(url)))
 
 
 def normalise(url):
@@ -314,7 +310,7 @@ def _holder_above(url):
     whatever its user puts there (outputs as child groups of a project's
     store among them), so it is no holder. None when there is none.
     """
-    given = Path(os.path.abspath(_local_path(url)))
+    given = Path(os.path.abspath(local_path(url)))
     seen: set[Path] = set()
     for start in (given, _real(url)):
         for folder in start.parents:
@@ -810,12 +806,12 @@ def model_lock(path):
 
 # ------------------------------------------------------------------- inputs
 def _open_group(url, mode="r", storage_options=None, use_consolidated=None):
-    if is_local(url) and not _local_path(url).exists():
+    if is_local(url) and not local_path(url).exists():
         msg = f"no such input: {url}"
         raise InputError(msg)
     try:
         return zarr.open_group(
-            str(_local_path(url)) if is_local(url) else url,
+            str(local_path(url)) if is_local(url) else url,
             mode=mode,
             storage_options=None if is_local(url) else _storage_options(url, storage_options),
             use_consolidated=use_consolidated,
@@ -1552,7 +1548,7 @@ def open_output(url, missing_ok=False):
     read of its state.
     """
     if is_local(url):
-        dest = _local_path(url)
+        dest = local_path(url)
         if not dest.exists():
             real = _real(url)
             olds = ([p for p in real.parent.glob(f".{real.name}.old-*") if _LEFTOVER.search(p.name)]
@@ -1765,7 +1761,7 @@ def write_bytes(url, data):
             fs.pipe_file(path, bytes(data))
         return url
     # through a symlink to its target (the link stays), keeping the file's permissions
-    dest = Path(os.path.realpath(_local_path(url)))
+    dest = Path(os.path.realpath(local_path(url)))
     if dest.exists() and not stat.S_ISREG(dest.stat().st_mode):  # renamed over, it is gone
         msg = (f"{url} is not a regular file (a device, FIFO, socket or folder); it was left "
                "untouched: choose another file name")
@@ -2228,7 +2224,7 @@ def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), option
     A file named in ``optional`` that the version lacks is left out.
     """
     if is_local(path):
-        folder = _local_path(path)
+        folder = local_path(path)
         if not folder.is_dir():
             msg = (f"{path} is a file, not a streamproj model directory" if folder.exists()
                    else f"no model at {path}: fit one there first ('streamproj fit INPUT "
@@ -2410,7 +2406,7 @@ def _local_summaries(path, current, where):
     Writers hold the model's lock; a reader that does not (``info``, a merge's
     other models) may find the version pruned by two updates while it lists it.
     """
-    model = _local_path(path)
+    model = local_path(path)
     version = model / current
 
     def moved():
