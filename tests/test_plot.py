@@ -1673,3 +1673,45 @@ def test_compare_pca_with_an_input_lacking_a_column_points_to_input_not_features
     assert "pass the input that was projected (--input)" in err
     assert "--features" not in err
     assert not (tmp_path / "p.png").exists()
+
+
+def test_a_postscript_figure_keeps_the_density_postscript_cannot_make_transparent(projected,
+                                                                                  caplog):
+    """PostScript has no transparency, and the density is opacity: an EPS drew every filled
+    cell at full strength, the empty cells and the density key black. Flattened onto the
+    background first, the figure looks as the PNG does and nothing is left for PS to drop."""
+    import logging
+
+    from matplotlib.colors import to_rgba
+    from matplotlib.image import AxesImage
+    from matplotlib.patches import Patch
+
+    from streamproj.plot import _opaque
+
+    d = projected
+    fig = draw_output(d / "o.zarr")
+    before = _pixels(fig)
+    _opaque(fig)
+    after = _pixels(fig)
+    # the density panels and key drawn the same, to within a rounding of the blend (Agg
+    # blends onto white as we do); the margin's fills overlap, and PostScript paints the
+    # later one over the earlier (every outline drawn above every fill)
+    images = fig.findobj(AxesImage)
+    assert len(images) >= 2
+    height = before.shape[0]
+    for image in images:
+        (x0, y0), (x1, y1) = image.axes.get_window_extent().get_points()
+        rows = slice(int(height - y1) + 2, int(height - y0) - 2)
+        cols = slice(int(x0) + 2, int(x1) - 2)
+        assert np.abs(after[rows, cols] - before[rows, cols]).max() <= 2
+    for image in fig.findobj(AxesImage):
+        assert np.asarray(image.get_array()).shape[-1] == 3  # no alpha channel left
+    for patch in fig.findobj(Patch):
+        assert to_rgba(patch.get_facecolor())[3] in (0.0, 1.0)
+        assert to_rgba(patch.get_edgecolor())[3] in (0.0, 1.0)
+    with caplog.at_level(logging.WARNING, logger="matplotlib"):
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / "f.eps")]) == 0
+    assert "transparency" not in caplog.text
+    text = (d / "f.eps").read_bytes()
+    assert text.startswith(b"%!PS-Adobe")
+    assert b"EPSF" in text.splitlines()[0]

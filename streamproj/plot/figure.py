@@ -313,8 +313,9 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
             if fill:
                 ax.add_artist(StepPatch(dens, steps, baseline=0, facecolor=colors[k],
                                         linewidth=0, alpha=0.25, fill=True))
+            # (above every class's fill: the next class's covered this one's outline)
             ax.add_artist(StepPatch(dens, steps, baseline=0, edgecolor=colors[k], lw=1.4,
-                                    fill=False))
+                                    fill=False, zorder=1.5))
         if binary is not None and k in binary:
             side = "> 0" if k == binary[0] else "≤ 0"
             lines.append(f"{names[k]}: {wrong[k] / rows[k]:.1%} of {rows[k]:,} on the wrong side "
