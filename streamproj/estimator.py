@@ -42,7 +42,14 @@ from .errors import (
 from .passes import accumulate, first_bad_row, in_any_order, project_blocks
 from .progress import local_scheduler
 from .record import ModelRecord
-from .stats import ClassStats, bfloat16_to_float32, check_bfloat16_rows, hash_c_order, parse_memory
+from .stats import (
+    DETAILS,
+    ClassStats,
+    bfloat16_to_float32,
+    check_bfloat16_rows,
+    hash_c_order,
+    parse_memory,
+)
 
 if TYPE_CHECKING:
     from .qda import StreamingQDA
@@ -402,6 +409,8 @@ class _SummaryClassifier:
         first = not hasattr(self, "stats_")
         if first:
             self._reset()
+        else:  # before the pass: set_params may have asked for more than the summaries keep
+            self._check_detail_kept()
         declared = self.__dict__.get("_declared")
         given = self.__dict__.get("_given_classes")  # (the solve drops it before its checks)
         self._declare_classes(classes, first)
@@ -421,6 +430,37 @@ class _SummaryClassifier:
                         setattr(self, name, kept)
             raise
         return self
+
+    # what a summary detail keeps beyond the pooled scatter, in messages
+    _DETAIL_WORDS: ClassVar[dict[str, str]] = {"per_class": "each class's own scatter",
+                                               "fourth": "each class's fourth co-moments"}
+
+    def _detail_needed_by(self, detail):
+        """The parameter that makes the summaries need ``detail`` (named in messages)."""
+        return type(self).__name__
+
+    def _check_detail_kept(self, stats=None):
+        """Refuse parameters that need more of each class than the summaries keep.
+
+        A summary merged with one of less detail keeps the lesser (see
+        :class:`ClassStats`), so a parameter set since the first rows were
+        summarised (``keep_class_scatter=True``, ``shrinkage='auto'``) would be
+        solved without what it needs, or drop it silently. ``stats``: a summary
+        given to be merged (the model's own when None).
+        """
+        need = self.summary_detail()
+        have = (self.stats_ if stats is None else stats).detail
+        if DETAILS.index(have) >= DETAILS.index(need):
+            return
+        what = f"{self._detail_needed_by(need)} needs {self._DETAIL_WORDS[need]} (detail {need!r})"
+        if stats is None:
+            msg = (f"{what}, but the {self.stats_.n_samples} rows fitted so far were summarised "
+                   f"without it (detail {have!r}) and are not kept to summarise again: "
+                   "call fit to start over with these parameters")
+        else:
+            msg = (f"{what}, but the ClassStats given keep only {have!r}; accumulate them "
+                   f"with detail={need!r}")
+        raise IncompatibleStatsError(msg)
 
     def _update(self, stats, strict):
         """Solve from ``stats``; keep them.
@@ -498,7 +538,9 @@ class _SummaryClassifier:
             msg = f"expected a ClassStats; got {type(stats).__name__}"
             raise InputError(msg)
         self._check_labels_declared(stats)  # as partial_fit: classes=... fixed the label set
+        self._check_detail_kept(stats)
         if hasattr(self, "stats_"):
+            self._check_detail_kept()
             if stats.n_features != self.stats_.n_features:
                 msg = (f"the new rows have {stats.n_features} features but the model was "
                        f"fitted on {self.stats_.n_features}")
@@ -789,6 +831,19 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if self.boundary is not None:
             return "per_class" if self.keep_class_scatter else "pooled"
         return solvers.needed_detail(self.shrinkage, self.priors, qda=self.keep_class_scatter)
+
+    def _detail_needed_by(self, detail):
+        if detail == "fourth":
+            return "shrinkage='auto'"
+        if self.keep_class_scatter:
+            return "keep_class_scatter=True"
+        if self.shrinkage == "oas":
+            return "shrinkage='oas'"
+        try:  # given priors weigh each class's covariance
+            priors = np.asarray(self.priors, dtype=np.float64).tolist()
+        except (TypeError, ValueError):
+            priors = self.priors
+        return f"priors={priors!r}"
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> "BoundaryProjector":

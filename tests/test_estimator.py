@@ -639,3 +639,48 @@ def test_score_of_lazy_rows_names_the_first_bad_row(monkeypatch):
         m.score(da.from_array(bad, chunks=(100, -1)), y)
     with pytest.raises(BadValuesError, match=r"in row 0 \(column 2\)"):
         m.score(da.from_array(bad, chunks=(100, -1)), y, sample_weight=np.ones(2000))
+
+
+# ------------------------------------------------- parameters set between fits
+@pytest.mark.parametrize(("start", "change", "named"), [
+    ({}, {"keep_class_scatter": True}, "keep_class_scatter=True"),
+    ({}, {"shrinkage": "auto"}, "shrinkage='auto'"),
+    ({}, {"shrinkage": "oas"}, "shrinkage='oas'"),
+    ({}, {"priors": [0.4, 0.6]}, r"priors=\[0.4, 0.6\]"),
+    ({"keep_class_scatter": True}, {"shrinkage": "auto"}, "shrinkage='auto'"),
+    ({"boundary": ([[1.0, 0.0, 0.0]], [0.0])}, {"boundary": None, "priors": [0.5, 0.5]},
+     r"priors=\[0.5, 0.5\]"),
+])
+def test_a_parameter_that_needs_more_than_the_rows_before_kept_is_refused(start, change, named):
+    # set_params(keep_class_scatter=True) between partial_fit calls merged the new rows' class
+    # scatter into pooled summaries, which dropped it: qda() then failed, and the others
+    # failed only after the pass, blaming the summaries ("accumulate again")
+    X, y = make_classes(n=400, p=3, seed=40)
+    m = sp.BoundaryProjector(**start).partial_fit(X[:200], y[:200])
+    before = m.stats_.fingerprint()
+    m.set_params(**change)
+    for merge in (lambda: m.partial_fit(X[200:], y[200:]),
+                  lambda: m.partial_fit_stats(sp.accumulate(X[200:], y[200:], "fourth"))):
+        with pytest.raises(IncompatibleStatsError, match=rf"{named} needs .*200 rows fitted so far .*call fit "
+                                             "to start over"):
+            merge()
+        assert m.stats_.fingerprint() == before  # nothing merged
+    m.fit(X, y)  # what the message says: the new parameters from the start
+    assert sp.BoundaryProjector(**{**start, **change}).fit(X, y).model_id_ == m.model_id_
+
+
+def test_a_parameter_that_needs_less_than_the_rows_before_kept_merges():
+    X, y = make_classes(n=400, p=3, seed=41)
+    m = sp.BoundaryProjector(shrinkage="auto").partial_fit(X[:200], y[:200])
+    m.set_params(shrinkage=0.2).partial_fit(X[200:], y[200:])
+    assert_same_model(m, sp.BoundaryProjector(shrinkage=0.2).fit(X, y))
+
+
+def test_summaries_given_without_what_the_parameters_need_are_refused():
+    # keep_class_scatter=True solved from pooled summaries silently: qda() failed later
+    X, y = make_classes(n=200, p=3, seed=42)
+    with pytest.raises(IncompatibleStatsError, match="keep_class_scatter=True needs each class's "
+                                                     "own scatter .*ClassStats given keep only "
+                                                     "'pooled'; accumulate them with "
+                                                     "detail='per_class'"):
+        sp.BoundaryProjector(keep_class_scatter=True).fit_stats(sp.accumulate(X, y))
