@@ -116,6 +116,34 @@ def _external_boundary(boundary):
     return coef, intercept, None if classes is None else np.asarray(classes), source
 
 
+def _snapshot(value):
+    """``value`` as kept to compare later: numbers in a list or array copied as floats."""
+    if value is None or isinstance(value, str | Real):
+        return value
+    try:
+        return np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):  # (a classifier, a dict, a path): the object itself
+        return value
+
+
+def _same_value(solved, now):
+    """Whether a parameter is what it was when solved (:func:`_snapshot`): any doubt is "no"."""
+    if solved is now:
+        return True
+    if solved is None or now is None:
+        return False
+    if isinstance(solved, str) or isinstance(now, str):
+        return isinstance(solved, str) and isinstance(now, str) and solved == now
+    if isinstance(solved, Real) and isinstance(now, Real):
+        return bool(solved == now)
+    if isinstance(solved, np.ndarray):
+        try:
+            return bool(np.array_equal(solved, np.asarray(now, dtype=np.float64)))
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
 def _is_fitted(estimator):
     try:
         check_is_fitted(estimator)
@@ -266,6 +294,8 @@ class _SummaryClassifier:
 
     # names of the fitted attributes that describe the solution (dropped on reset)
     _solution_attributes: ClassVar[tuple[str, ...]] = ()
+    # the parameters the solution depends on (set_params changes them without a solve)
+    _solve_parameters: ClassVar[tuple[str, ...]] = ()
 
     # what the estimators using this mixin provide: parameters, the solve, fitted labels
     chunk_rows: int | None
@@ -347,7 +377,7 @@ class _SummaryClassifier:
     def _reset(self):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, name)
-        for name in ("_unsolved", "_declared", "_given_classes", "_deferred_lda"):
+        for name in ("_unsolved", "_declared", "_given_classes", "_deferred_lda", "_solved_with"):
             self.__dict__.pop(name, None)
 
     def _declare_classes(self, classes, first):
@@ -456,7 +486,7 @@ class _SummaryClassifier:
         if stats is None:
             msg = (f"{what}, but the {self.stats_.n_samples} rows fitted so far were summarised "
                    f"without it (detail {have!r}) and are not kept to summarise again: "
-                   "call fit to start over with these parameters")
+                   "call fit to start over with these parameters, or set them back")
         else:
             msg = (f"{what}, but the ClassStats given keep only {have!r}; accumulate them "
                    f"with detail={need!r}")
@@ -486,6 +516,7 @@ class _SummaryClassifier:
                 self._drop_solution(str(exc))
             else:
                 self.__dict__.pop("_unsolved", None)
+                self._solved_with = self._solve_values()
         given = getattr(self, "_given_classes", None)
         self.classes_ = np.asarray(classes if given is None else given)
         self.stats_ = stats
@@ -493,6 +524,44 @@ class _SummaryClassifier:
         # A loaded model's meta_ describes its saved version, which this model no longer is
         # (an output projected now would have claimed that version and its model_id).
         self.__dict__.pop("meta_", None)
+
+    def _solve_values(self):
+        """The parameters the solution depends on, as they are now (copied: a list may change)."""
+        return {name: _snapshot(getattr(self, name)) for name in self._solve_parameters}
+
+    def _changed_since_solve(self):
+        """Names of the parameters set (``set_params``) since the solution was solved."""
+        solved = self.__dict__.get("_solved_with")
+        if solved is None:  # (unknown: pickled by an older version) taken as it was saved before
+            return []
+        return [name for name in self._solve_parameters
+                if not _same_value(solved[name], getattr(self, name))]
+
+    def _solve_as_set(self):
+        """Solve again from the summaries where parameters were set since the solution was.
+
+        A saved model's parameters must be its solution's: the next ``update``
+        solves them again, against summaries that may not suit them. The
+        model is left as it was when they cannot be solved.
+        """
+        changed = self._changed_since_solve()
+        self._validate_params()  # (set_params does not check them)
+        self._check_detail_kept()
+        if not changed:
+            return
+        kept = dict(self.__dict__)
+        try:
+            self._update(self.stats_, strict=True)
+        except StreamprojError as exc:
+            self.__dict__.clear()
+            self.__dict__.update(kept)
+            msg = (f"cannot save: the parameters set since the fit ({', '.join(changed)}) "
+                   f"cannot be solved from its summaries: {exc}")
+            raise type(exc)(msg) from None
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(kept)
+            raise
 
     def _drop_solution(self, reason):
         for name in (*self._solution_attributes, "_deferred_lda"):
@@ -784,6 +853,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     }
     _solution_attributes = ("components_", "center_", "coef_", "intercept_", "_labels_",
                             *_DEFERRED_ATTRIBUTES)
+    _solve_parameters = ("n_components", "shrinkage", "center", "priors", "boundary")
 
     def __init__(
         self,
@@ -1170,8 +1240,13 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         """The fitted model as a :class:`~streamproj.record.ModelRecord` (no file, no clock).
 
         ``extra``: more ``model.json`` fields (e.g. ``sources``, ``history``).
+        Parameters set since the fit (``set_params(shrinkage=…)``) are solved
+        first, from the summaries, so the record's parameters are its solution's;
+        :class:`~streamproj.errors.StreamprojError` where they cannot be (the
+        summaries lack what they need: fit again), the model left as it was.
         """
         self._check_fitted()
+        self._solve_as_set()
         meta = {
             "streamproj_version": __version__,
             "model_id": self.model_id_,
@@ -1269,6 +1344,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         if meta.get("feature_names"):
             model.feature_names_in_ = np.asarray(meta["feature_names"], dtype=object)
         model.meta_ = meta
+        model._solved_with = model._solve_values()
         if "declared_classes" in solution:
             model._declared = np.asarray(solution["declared_classes"])
         if params.get("boundary") is None:

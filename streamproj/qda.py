@@ -68,6 +68,7 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
     }
     _needs = "QDA"
     _solution_attributes = ("rotations_", "scalings_", "means_", "priors_", "_labels_", "_qda_")
+    _solve_parameters = ("priors", "reg_param", "ddof")
 
     def __init__(self, priors: Any = None, reg_param: float = 0.0, *, ddof: int = 0,
                  chunk_rows: int | None = None, progress: bool = False,

@@ -684,3 +684,51 @@ def test_summaries_given_without_what_the_parameters_need_are_refused():
                                                      "'pooled'; accumulate them with "
                                                      "detail='per_class'"):
         sp.BoundaryProjector(keep_class_scatter=True).fit_stats(sp.accumulate(X, y))
+
+
+@pytest.mark.parametrize("change", [
+    {"shrinkage": 0.5}, {"priors": [0.3, 0.7]}, {"n_components": 1}, {"center": "hyperplane"},
+    {"boundary": ([[1.0, -0.5, 0.25]], [0.1])}, {"shrinkage": "auto", "priors": None},
+])
+def test_parameters_set_after_a_fit_are_solved_before_the_model_is_saved(tmp_path, change):
+    # set_params(shrinkage=0.5); save() wrote shrinkage 0.5 beside the solution of the old
+    # shrinkage: loaded, it was neither model, and the next update solved a third
+    X, y = make_classes(n=300, p=3, seed=43)
+    m = sp.BoundaryProjector(shrinkage="auto", priors=[0.5, 0.5]).fit(X, y)
+    m.set_params(**change).save(tmp_path / "m")
+    back = sp.load(tmp_path / "m")
+    fresh = sp.BoundaryProjector(**{"shrinkage": "auto", "priors": [0.5, 0.5], **change}).fit(X, y)
+    for model in (m, back):  # the estimator is what it saved
+        assert_same_model(model, fresh)
+        np.testing.assert_array_equal(model.predict(X), fresh.predict(X))
+    assert back.model_id_ == m.model_id_
+    for name, value in change.items():
+        if name != "boundary":  # (saved as its source and classes)
+            assert back.meta_["params"][name] == value
+
+
+def test_parameters_set_after_loading_are_solved_before_saving(tmp_path):
+    X, y = make_classes(n=300, p=3, seed=44)
+    sp.BoundaryProjector().fit(X, y).save(tmp_path / "a")
+    sp.load(tmp_path / "a").set_params(shrinkage=0.3).save(tmp_path / "b")
+    back = sp.load(tmp_path / "b")
+    assert back.shrinkage == 0.3
+    assert_same_model(back, sp.BoundaryProjector(shrinkage=0.3).fit(X, y))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"shrinkage": "auto"}, r"shrinkage='auto' needs .*call fit to start over"),
+    ({"keep_class_scatter": True}, r"keep_class_scatter=True needs .*call fit to start over"),
+    ({"n_components": 7}, r"cannot save: .*n_components=7 is more than the 3 feature"),
+    ({"shrinkage": 2.0}, r"The 'shrinkage' parameter"),
+])
+def test_parameters_set_after_a_fit_that_do_not_solve_are_refused_on_save(tmp_path, change, message):
+    X, y = make_classes(n=300, p=3, seed=45)
+    m = sp.BoundaryProjector().fit(X, y)
+    before = m.model_id_
+    m.set_params(**change)
+    with pytest.raises(sp.errors.StreamprojError, match=message):
+        m.save(tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+    assert m.model_id_ == before  # the model is as it was
+    np.testing.assert_array_equal(m.predict(X), sp.BoundaryProjector().fit(X, y).predict(X))
