@@ -573,6 +573,17 @@ class _SummaryClassifier:
         if self.priors is not None:
             solvers.check_priors(self.priors)
 
+    def _solved_labels(self, stats):
+        """The labels of ``stats``' classes as ``classes_`` holds them.
+
+        As scikit-learn's ``partial_fit`` (``classes_ = unique_labels(classes)``):
+        declared classes give the dtype of the labels ``predict`` returns, not y.
+        """
+        declared = getattr(self, "_declared", None)
+        if declared is None:
+            return np.asarray(stats.classes)
+        return declared[np.searchsorted(declared, stats.classes)]
+
     def _solved_priors(self, stats):
         """The priors for the classes with rows (a subset while some declared class has none)."""
         priors = self.priors
@@ -977,7 +988,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                 "covariance_": result.covariance,
                 "scalings_": result.scalings,
             }
-            labels = stats.classes
+            labels = self._solved_labels(stats)
             mean_distance = result.mean_decision[0] / np.linalg.norm(coef)
             lda_result = result
         else:
@@ -988,7 +999,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             _check_boundary_columns(self.boundary, getattr(self, "feature_names_in_", None))
             if given is not None:
                 _check_boundary_classes(given, stats.classes)
-            labels = stats.classes if given is None else given
+            labels = self._solved_labels(stats) if given is None else given
             expected = 1 if len(labels) <= 2 else len(labels)
             if coef.shape[0] != expected:
                 msg = f"the boundary has {coef.shape[0]} rows of coefficients; {len(labels)} classes need {expected}"
@@ -1353,7 +1364,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                 # record written before declared_classes was stored: the priors given for all
                 # of them are solved for those with rows, as when fitted
                 model._declared = model.classes_
-            model._labels_ = np.asarray(stats.classes)
+            model._labels_ = model._solved_labels(stats)
             # the record's own parameters: set_params before first use must not change them
             solve = (model.shrinkage, model._solved_priors(stats))
             if meta.get("singularity_test") == solvers.SINGULARITY_TEST:

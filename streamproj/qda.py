@@ -115,7 +115,7 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
             raise SingularScatterError(msg)
         model = solvers.qda(stats, self.reg_param, self._solved_priors(stats), self.ddof)
         self._qda_ = model
-        self._labels_ = np.asarray(stats.classes)
+        self._labels_ = self._solved_labels(stats)
         self.priors_ = model.priors
         self.means_ = model.means
         self.rotations_ = model.rotations

@@ -732,3 +732,27 @@ def test_parameters_set_after_a_fit_that_do_not_solve_are_refused_on_save(tmp_pa
     assert not (tmp_path / "m").exists()
     assert m.model_id_ == before  # the model is as it was
     np.testing.assert_array_equal(m.predict(X), sp.BoundaryProjector().fit(X, y).predict(X))
+
+
+@pytest.mark.parametrize("estimator", [sp.BoundaryProjector, sp.StreamingQDA])
+@pytest.mark.parametrize(("labels", "classes"), [
+    (np.array([0, 1]), np.array([0.0, 1.0])),
+    (np.array([0, 1]), np.array([0.0, 1.0, 2.0])),  # a declared class without rows
+    (np.array(["a", "b"]), np.array(["a", "b", "ccc"])),
+])
+def test_predictions_are_labels_of_the_declared_classes_dtype(tmp_path, estimator, labels, classes):
+    # as scikit-learn's partial_fit (classes_ = unique_labels(classes), predict takes from
+    # it): classes_ was float64 but predict gave y's int64 labels
+    from sklearn.linear_model import SGDClassifier
+
+    X, y = make_classes(n=200, p=3, seed=46)
+    y = labels[y]
+    m = estimator().partial_fit(X, y, classes=classes)
+    ref = SGDClassifier(random_state=0).partial_fit(X, y, classes=classes)
+    assert m.classes_.dtype == ref.classes_.dtype
+    assert m.predict(X).dtype == ref.predict(X).dtype
+    assert m.predict(da.from_array(X, chunks=50)).compute().dtype == m.classes_.dtype
+    assert m.score(X, y) > 0.7
+    if estimator is sp.BoundaryProjector:
+        m.save(tmp_path / "m")
+        assert sp.load(tmp_path / "m").predict(X).dtype == m.classes_.dtype
