@@ -350,6 +350,14 @@ class _SummaryClassifier:
         except ValueError as exc:
             raise InputError(str(exc)) from None
 
+    def _check_lazy_size(self, X):
+        """Refuse lazy rows of no rows or no features, as ``validate_data`` refuses them in memory."""
+        for axis, what in ((0, "sample"), (1, "feature")):
+            if X.shape[axis] == 0:
+                msg = (f"Found array with 0 {what}(s) (shape={X.shape}) while a minimum of 1 is "
+                       f"required by {type(self).__name__}.")
+                raise InputError(msg)
+
     def _rows(self, X, y=None, reset=False):
         """Validated rows (numpy, or lazy dask) and labels, setting or checking feature names.
 
@@ -364,6 +372,7 @@ class _SummaryClassifier:
             X, y, meta = as_lazy_rows(X, y)
             if is_lazy(X):
                 X = as_dask_rows(X, self.chunk_rows)
+                self._check_lazy_size(X)
                 self._check_lazy(X, meta, reset)
             else:
                 X = self._check_in_memory(X, reset)
@@ -415,9 +424,6 @@ class _SummaryClassifier:
         if y is None:
             as_labels(y)  # raises scikit-learn's "requires y to be passed" error
         X, y = self._rows(X, y, reset=reset)
-        if not isinstance(X, da.Array) and X.shape[0] == 0:
-            msg = "X has no rows"
-            raise InputError(msg)
         detail = self.summary_detail()
         batch = accumulate(X, y, detail, self.chunk_rows, self.progress,
                            max_summary_memory=getattr(self, "max_summary_memory", None),
@@ -750,9 +756,6 @@ class _SummaryClassifier:
             # them raised dask's "Chunks do not add up to shape")
             y = self._boundary_text(as_dask_labels(as_labels(y), predicted.chunks[0]))
             _check_label_type(predicted, y)
-            if predicted.shape[0] == 0:  # (the mean of no rows was NaN; in memory, refused)
-                msg = "X has no rows; there is nothing to score"
-                raise InputError(msg)
             right = da.map_blocks(_matches_block, predicted, y, dtype=bool)
             # (each chunk checks its own rows: the one that failed first in time was named)
             with first_bad_row(self._rows(X, reset=False)[0], "X", getattr(self, "bfloat16", False)):

@@ -445,19 +445,39 @@ def test_a_frame_with_empty_partitions_transforms_to_a_pandas_frame_with_its_ind
     assert m.score(kept[features], kept["label"]) == m.score(rows[features], rows["label"])
 
 
-def test_a_frame_filtered_to_no_rows_predicts_no_labels():
-    # three classes: dask's argmax raised "'tuple' object has no attribute 'ndim'" when
-    # every block was empty (a filter that keeps no row)
+def test_lazy_rows_of_no_rows_or_no_features_are_refused_as_rows_in_memory():
+    # scikit-learn refuses 0 rows ("Found array with 0 sample(s)"), and so did rows in
+    # memory, but lazy ones predicted no labels (a frame filtered to none), fitted with
+    # "X has no rows", and 0 features fitted with numpy's "zero-size array to reduction"
     X, y = make_classes(n=90, p=3, k=3, seed=14)
     lazy = dd.from_pandas(frame(X), npartitions=4)
     nothing = lazy[lazy["f0"] > 1e6]
+    empty = da.zeros((0, 3), chunks=((0, 0), (3,)))
     for est in (sp.BoundaryProjector, sp.StreamingQDA):
-        assert est().fit(frame(X), y).predict(nothing).compute().shape == (0,)
-        empty = da.zeros((0, 3), chunks=((0, 0), (3,)))
-        assert est().fit(X, y).predict(empty).compute().shape == (0,)
-        # and scoring no rows is refused, as for rows in memory (its mean was NaN)
-        with pytest.raises(InputError, match="X has no rows"):
-            est().fit(X, y).score(empty, np.zeros(0, dtype=int))
+        name = est.__name__
+        m = est().fit(X, y)
+        rows = rf"Found array with 0 sample\(s\) \(shape=\(0, 3\)\) while a minimum of 1 is required by {name}\."
+        for method in ("predict", "decision_function", "predict_proba", "predict_log_proba",
+                       "transform"):
+            if hasattr(m, method):
+                for how in (np.zeros((0, 3)), empty):
+                    with pytest.raises(InputError, match=rows):
+                        getattr(m, method)(how)
+        with pytest.raises(InputError, match=rows):
+            est().fit(frame(X), y).predict(nothing)
+        for how in (np.zeros((0, 3)), empty):
+            with pytest.raises(InputError, match=rows):
+                m.score(how, np.zeros(0, dtype=int))
+            for fit in (est().fit, est().partial_fit, m.partial_fit):
+                with pytest.raises(InputError, match=rows):
+                    fit(how, np.zeros(0, dtype=int))
+        features = (rf"Found array with 0 feature\(s\) \(shape=\(5, 0\)\) while a minimum of 1 is "
+                    rf"required by {name}\.")
+        for how in (np.zeros((5, 0)), da.zeros((5, 0))):
+            with pytest.raises(InputError, match=features):
+                est().fit(how, np.arange(5) % 2)
+            with pytest.raises(InputError, match=features):
+                m.predict(how)
 
 
 def test_a_dask_frame_of_bool_and_number_columns_fits_as_pandas_does():
