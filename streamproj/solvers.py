@@ -567,7 +567,8 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
         _refuse_underflow(stats)
     shrinkage = validate_shrinkage(shrinkage)
     pri = class_priors(stats.counts, priors)
-    cov = within_covariance(stats, shrinkage, priors)
+    # (the renormalised priors: given again, they were said not to sum to 1 twice)
+    cov = within_covariance(stats, shrinkage, None if priors is None else pri)
     scale, factor = _scaled_factor(
         cov,
         "the within-class covariance",

@@ -756,3 +756,17 @@ def test_predictions_are_labels_of_the_declared_classes_dtype(tmp_path, estimato
     if estimator is sp.BoundaryProjector:
         m.save(tmp_path / "m")
         assert sp.load(tmp_path / "m").predict(X).dtype == m.classes_.dtype
+
+
+@pytest.mark.parametrize("estimator", [
+    lambda: sp.BoundaryProjector(priors=[0.3, 0.3]),
+    lambda: sp.BoundaryProjector(priors=[0.3, 0.3], shrinkage="auto"),
+    lambda: sp.BoundaryProjector(priors=[0.3, 0.3], shrinkage=0.2, keep_class_scatter=True),
+    lambda: sp.StreamingQDA(priors=[0.3, 0.3]),
+])
+def test_priors_that_do_not_sum_to_one_are_warned_once_a_call(estimator):
+    # the LDA solve warned twice: once for the priors, once for the covariance they weigh
+    X, y = make_classes(n=200, p=3, seed=47)
+    with pytest.warns(sp.errors.StreamprojWarning, match="do not sum to 1") as caught:
+        estimator().fit(X, y)
+    assert len([w for w in caught if "do not sum to 1" in str(w.message)]) == 1
