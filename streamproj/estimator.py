@@ -750,6 +750,12 @@ class _SummaryClassifier:
 
     def score(self, X, y, sample_weight=None):
         """Mean accuracy of :meth:`predict` on (X, y); lazy inputs are read once, chunk by chunk."""
+        if isinstance(sample_weight, da.Array) and np.isnan(sample_weight.shape).any():
+            # (a boolean mask's: its rows cannot be lined up; was "shape (nan,)")
+            msg = ("sample_weight has unknown chunk sizes (a dask array cut by a mask or a "
+                   "filter); give sample_weight.compute_chunk_sizes(), or a dask DataFrame's "
+                   "to_dask_array(lengths=True)")
+            raise InputError(msg)
         predicted = self.predict(X)
         if isinstance(predicted, da.Array):
             # (as_dask_labels says so of labels that are not one per row; rechunking

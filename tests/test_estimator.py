@@ -411,6 +411,14 @@ def test_lazy_score_of_labels_or_weights_not_one_per_row_says_so():
     with pytest.raises(InputError, match=r"sample_weight has shape \(50,\) but X has 60 rows"):
         model.score(rows, y, sample_weight=np.ones(50))
     assert model.score(rows, da.from_array(y, chunks=25)) == model.score(X, y)
+    # weights of unknown chunk sizes (a boolean mask's) were said to have "shape (nan,)"
+    w = da.from_array(np.ones(60), chunks=30)
+    with pytest.raises(InputError, match=r"sample_weight has unknown chunk sizes .*"
+                                         r"sample_weight\.compute_chunk_sizes\(\)"):
+        model.score(rows, y, sample_weight=w[w > 0])
+    with pytest.raises(InputError, match=r"sample_weight has unknown chunk sizes"):
+        model.score(X, y, sample_weight=w[w > 0])  # (rows in memory: dask's "Cannot call len()")
+    assert model.score(rows, y, sample_weight=w[w > 0].compute_chunk_sizes()) == model.score(X, y)
 
 
 def test_lazy_score_takes_weights_of_every_kind():
