@@ -93,6 +93,13 @@ def _external_boundary(boundary):
     elif isinstance(boundary, tuple | list) and len(boundary) == 2:
         coef, intercept = boundary
         classes, source = None, "coef/intercept"
+    elif hasattr(boundary, "get_params") and not _may_be_linear(boundary):
+        # asked before whether it is fitted: fitting would not give it a coef_
+        msg = (f"boundary is a {_described(boundary)}, which is not a linear classifier: only "
+               "linear boundaries are supported; give a linear classifier (coef_ and "
+               "intercept_ once fitted: LogisticRegression, LinearSVC, SVC(kernel='linear'), "
+               "...) or a (coef, intercept) pair")
+        raise InputError(msg)
     elif hasattr(boundary, "get_params") and not _is_fitted(boundary):
         # often by a grid search, which clones (unfits) the estimators in its param grid
         msg = (f"boundary is an unfitted {type(boundary).__name__} (no coef_ and intercept_): "
@@ -142,6 +149,34 @@ def _same_value(solved, now):
         except (TypeError, ValueError):
             return False
     return False
+
+
+def _may_be_linear(estimator):
+    """Whether a classifier without ``coef_`` (yet) may be linear once fitted.
+
+    A kernel other than "linear", or a scikit-learn estimator outside its
+    linear classifiers, is not; another library's is given the benefit of the
+    doubt (told to fit it first).
+    """
+    # (here: sklearn.linear_model takes 0.1 s to import, for a boundary refused)
+    from sklearn.linear_model._base import LinearClassifierMixin
+
+    try:
+        params = estimator.get_params(deep=False)
+    except Exception:  # (no estimator after all: the caller's other checks say so)
+        return True
+    if "kernel" in params:
+        return params["kernel"] == "linear"
+    if isinstance(estimator, LinearClassifierMixin):
+        return True
+    return not (type(estimator).__module__ or "").startswith("sklearn.")
+
+
+def _described(estimator):
+    """``SVC(kernel='rbf')``, or a class name where no kernel says more."""
+    kernel = estimator.get_params(deep=False).get("kernel", None)
+    name = type(estimator).__name__
+    return f"{name}(kernel={kernel!r})" if isinstance(kernel, str) else name
 
 
 def _is_fitted(estimator):

@@ -20,11 +20,13 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.discriminant_analysis import (
     LinearDiscriminantAnalysis,
 )
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 from sklearn.utils import get_tags
 from sklearn.utils._param_validation import InvalidParameterError as SklearnParamError
 from sklearn.utils.estimator_checks import (
@@ -175,6 +177,29 @@ def test_a_grid_of_fitted_classifiers_as_boundary_says_the_search_unfitted_them(
         search.fit(X, y)
     pairs = {"boundary": [(clf.coef_, clf.intercept_)]}
     assert GridSearchCV(sp.BoundaryProjector(), pairs, cv=2).fit(X, y).best_score_ > 0.8
+
+
+@pytest.mark.parametrize("fitted", [False, True])
+@pytest.mark.parametrize(("clf", "named"), [
+    (lambda: SVC(), r"SVC\(kernel='rbf'\)"),
+    (lambda: SVC(kernel="poly"), r"SVC\(kernel='poly'\)"),
+    (lambda: RandomForestClassifier(n_estimators=3, random_state=0), "RandomForestClassifier"),
+])
+def test_a_classifier_that_is_not_linear_is_refused_as_such_fitted_or_not(clf, named, fitted):
+    # an unfitted SVC (rbf) was told to "fit it first", which would not have helped
+    X, y = make_classes(n=100, p=3, seed=49)
+    boundary = clf().fit(X, y) if fitted else clf()
+    with pytest.raises(InputError, match=rf"boundary is a {named}, which is not a linear "
+                                         r"classifier: only linear boundaries are supported"):
+        sp.BoundaryProjector(boundary=boundary).fit(X, y)
+
+
+@pytest.mark.parametrize("clf", [lambda: SVC(kernel="linear"), LogisticRegression])
+def test_an_unfitted_linear_classifier_is_told_to_fit_first(clf):
+    X, y = make_classes(n=100, p=3, seed=49)
+    with pytest.raises(InputError, match=r"boundary is an unfitted \w+ .*fit it first"):
+        sp.BoundaryProjector(boundary=clf()).fit(X, y)
+    assert sp.BoundaryProjector(boundary=clf().fit(X, y)).fit(X, y).score(X, y) > 0.7
 
 
 def test_column_transformer_with_pandas_output():
