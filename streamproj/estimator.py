@@ -482,25 +482,32 @@ class _SummaryClassifier:
             self._reset()
         else:  # before the pass: set_params may have asked for more than the summaries keep
             self._check_detail_kept()
-        declared = self.__dict__.get("_declared")
-        given = self.__dict__.get("_given_classes")  # (the solve drops it before its checks)
-        self._declare_classes(classes, first)
-        try:
+        with self._as_before_on_failure():
+            self._declare_classes(classes, first)
             self._check_before_pass()
             batch = self._accumulate(X, y, reset=first)
             self._check_labels_declared(batch)
             merged = batch if first else self.stats_ + batch
             self._update(merged, strict)
-        except Exception:
-            # a call that fails leaves the model as it was: its classes= too, which
-            # would otherwise refuse the labels of the calls that follow
-            if not first:
-                for name, kept in (("_declared", declared), ("_given_classes", given)):
-                    self.__dict__.pop(name, None)
-                    if kept is not None:
-                        setattr(self, name, kept)
-            raise
         return self
+
+    @contextlib.contextmanager
+    def _as_before_on_failure(self):
+        """A call that fails leaves the model as it was.
+
+        Its classes= too, which would otherwise refuse the labels of the calls
+        that follow, and a boundary's classes, which the solve drops before its
+        checks (saved without them, the model no longer refused labels they lack).
+        """
+        kept = {name: self.__dict__.get(name) for name in ("_declared", "_given_classes")}
+        try:
+            yield
+        except BaseException:
+            for name, value in kept.items():
+                self.__dict__.pop(name, None)
+                if value is not None:
+                    setattr(self, name, value)
+            raise
 
     # what a summary detail keeps beyond the pooled scatter, in messages
     _DETAIL_WORDS: ClassVar[dict[str, str]] = {"per_class": "each class's own scatter",
@@ -669,7 +676,8 @@ class _SummaryClassifier:
             merged = self.stats_ + stats
         else:
             merged = stats
-        self._update(merged, strict=True)
+        with self._as_before_on_failure():
+            self._update(merged, strict=True)
         return self
 
     # ------------------------------------------------------------- applying

@@ -778,3 +778,19 @@ def test_priors_that_do_not_sum_to_one_are_warned_once_a_call(estimator):
     with pytest.warns(sp.errors.StreamprojWarning, match="do not sum to 1") as caught:
         estimator().fit(X, y)
     assert len([w for w in caught if "do not sum to 1" in str(w.message)]) == 1
+
+
+def test_a_failed_merge_of_summaries_keeps_the_boundary_classes(tmp_path):
+    # partial_fit_stats that failed dropped the classes of the given boundary: saved, the
+    # model no longer named them, and loaded, it no longer refused labels they lack
+    X, y = make_classes(n=300, p=3, seed=48)
+    labels = np.array(["neg", "pos"])[y]
+    m = sp.BoundaryProjector(boundary=LogisticRegression().fit(X, labels)).fit(X, labels)
+    unknown = sp.accumulate(X[:10], np.array(["zzz"] * 10))
+    with pytest.raises(InputError, match="the data hold the class 'zzz'"):
+        m.partial_fit_stats(unknown)
+    m.save(tmp_path / "m")
+    back = sp.load(tmp_path / "m")
+    assert back.meta_["params"]["boundary"]["classes"] == ["neg", "pos"]
+    with pytest.raises(InputError, match="the data hold the class 'zzz'"):
+        back.partial_fit_stats(unknown)
