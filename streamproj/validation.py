@@ -18,6 +18,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from .direct import direct_reader
 from .errors import BadValuesError, InputError, StreamprojError
 
 # the summaries check the rows they are given themselves (stats imports nothing); these
@@ -645,7 +646,8 @@ def as_dask_rows(X: Any, chunk_rows: int | None = None, name: str = "X") -> da.A
             chunks = (native[0], -1)
         else:
             chunks = (chunk_rows or _default_rows(X.shape[1]), -1)
-        arr = da.from_array(X, chunks=chunks, lock=False, asarray=True, fancy=False)
+        arr = da.from_array(direct_reader(X), chunks=chunks, lock=False, asarray=True,
+                            fancy=False)
     check_matrix(arr, name)
     if np.isnan(arr.shape[0]):
         arr = arr.compute_chunk_sizes()
@@ -680,7 +682,8 @@ def as_dask_labels(y: Any, row_chunks: tuple[int, ...] | list[int],
             raise InputError(msg)
         if isinstance(y, np.ndarray):
             return _in_memory_dask(_exact_labels(y, 0, yname), tuple(row_chunks), "labels")
-        y = da.from_array(y, chunks=(row_chunks,), lock=False, asarray=True, fancy=False)
+        y = da.from_array(direct_reader(y), chunks=(row_chunks,), lock=False, asarray=True,
+                          fancy=False)
     if y.ndim != 1:
         msg = f"{yname} must be 1-D with one label per row; got shape {tuple(y.shape)}"
         raise InputError(msg)
