@@ -117,6 +117,24 @@ def task_read(path, tmp):
     return lambda: da.from_zarr(X).sum().compute(scheduler=dask.threaded.get)
 
 
+def task_read_direct(path, tmp):
+    """The read floor through streamproj's own chunk reader (``streamproj.direct``).
+
+    Each whole chunk decoded straight into the array dask gets, as every pass
+    reads local Zarr (zarr's read copies each decoded chunk once more): the
+    least a pass that reads this way can take, beside dask + zarr's ``read``.
+    """
+    import dask.array as da
+    import dask.threaded
+
+    from streamproj.direct import direct_reader
+
+    X, _ = _open(path)
+    rows = da.from_array(direct_reader(X), chunks=(X.chunks[0], -1), lock=False, asarray=True,
+                         fancy=False)
+    return lambda: rows.sum().compute(scheduler=dask.threaded.get)
+
+
 def task_read_write(path, tmp):
     import dask
     import dask.array as da
@@ -563,12 +581,12 @@ def main():
             # the fits away from the Gram floor's heavy BLAS run (right after it, a fit was
             # measured 3-8 % slower than the same code later in the round, 2026-11-24), and
             # the baseline's fit right after this tree's (their order swaps every round)
-            tasks = ["read", "fit", "read_write", "project", "project_cli", "gram"]
+            tasks = ["read", "read_direct", "fit", "read_write", "project", "project_cli", "gram"]
             if dtype != "float32":
                 tasks.append("idle")
             plan += _beside_baselines(tasks, n, p, args.baseline, args.device)
     for n, p in [] if args.only_out_of_core else cases:
-        tasks = ["read", "read_write", "fit", "project"]
+        tasks = ["read", "read_direct", "read_write", "fit", "project"]
         if n == target or p != 100:
             tasks += ["gram", "run", "ipca", "daskml_pca"]
         if n <= peers_max or p != 100:
@@ -671,6 +689,10 @@ def report(results, target, sizes, limit_gb, wide=False):
             (f"fit / (read + float64 Gram floor) ({label})",
              ratio(get("fit", n, p), get("read", n, p), get("gram", n, p)), "<= 1.05"),
             (f"fit / read floor ({label})", ratio(get("fit", n, p), get("read", n, p)), ""),
+            (f"fit / (read through streamproj.direct + Gram floor) ({label})",
+             ratio(get("fit", n, p), get("read_direct", n, p), get("gram", n, p)), ""),
+            (f"read through streamproj.direct / read floor ({label})",
+             ratio(get("read_direct", n, p), get("read", n, p)), ""),
             (f"project / read+write floor ({label})",
              ratio(get("project", n, p), get("read_write", n, p)), "<= 1.2"),
             (f"project from a saved model (the CLI's) / read+write floor ({label})",
@@ -703,6 +725,10 @@ def report(results, target, sizes, limit_gb, wide=False):
         label = fmt_rows(n, p)
         rows += [
             (f"fit / read floor ({label})", ratio(get("fit", n, p), get("read", n, p)), "<= 1.3"),
+            (f"fit / read through streamproj.direct ({label})",
+             ratio(get("fit", n, p), get("read_direct", n, p)), ""),
+            (f"read through streamproj.direct / read floor ({label})",
+             ratio(get("read_direct", n, p), get("read", n, p)), ""),
             (f"fit / LDA eigen in memory ({label})", ratio(get("fit", n, p), get("lda_eigen", n, p)), "<= 0.25"),
             (f"fit / LDA svd in memory ({label})", ratio(get("fit", n, p), get("lda_svd", n, p)), "<= 0.1"),
             (f"fit / numpy X.T@X in memory ({label})", ratio(get("fit", n, p), get("gram", n, p)), ""),
