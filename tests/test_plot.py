@@ -1715,3 +1715,27 @@ def test_a_postscript_figure_keeps_the_density_postscript_cannot_make_transparen
     text = (d / "f.eps").read_bytes()
     assert text.startswith(b"%!PS-Adobe")
     assert b"EPSF" in text.splitlines()[0]
+
+
+@pytest.mark.parametrize("k", [3, 12])
+def test_labels_the_model_does_not_know_are_said_to_be_other_not_counted_as_its_classes(k):
+    # rows labelled with a class the model lacks (new data projected by an older model) were
+    # grey 'other' with no word of why, and with hidden classes the note counted them as
+    # those classes' rows ("the other 4 are grey ('other', 1,593 rows)": 500 were neither)
+    X, y = make_classes(n=4000, p=5, k=k, seed=1)
+    m = sp.BoundaryProjector().fit(X, y)
+    labels = y.copy()
+    labels[:500] = 99
+    fig = plot_projection(m, X, labels)
+    cm = fig.streamproj_summary.classmap
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "500 rows (12.50%) have labels the model does not know" in text
+    assert fig.streamproj_summary.rows[-1] == 500 + np.isin(labels, np.delete(m.classes_, cm.shown)).sum()
+    if k > 8:
+        hidden = np.delete(m.classes_, cm.shown)
+        rows = int(np.isin(labels, hidden).sum())
+        assert f"the other {len(hidden)} classes ({rows:,} rows) are grey" in text
+    known = plot_projection(m, X, y)  # every label the model's: no such note
+    assert "does not know" not in " ".join(t.get_text() for t in known.texts)
+    by_prediction = plot_projection(m, X)
+    assert "does not know" not in " ".join(t.get_text() for t in by_prediction.texts)

@@ -1642,3 +1642,29 @@ def test_browser_dense_rows_keep_the_pixel_size_level(page_of, dense_view, stret
         if not stretch:
             assert _expected_levels(page, dense_view)[:2] == (state["level"], state["level"])
     assert problems == []
+
+
+def test_browser_labels_the_model_does_not_know_are_said_to_be_other(page_of):
+    # rows of a class the model lacks were grey 'other' with no word of why (and, past --top,
+    # counted with the classes not shown: "the rest are 'other'")
+    import json
+    import re
+
+    X, y = make_classes(n=6000, p=4, k=12, seed=2)
+    m = sp.BoundaryProjector().fit(X, y)
+    labels = y.copy()
+    labels[:700] = 99
+    for top, hidden in ((8, True), (20, False)):
+        view = view_projection(m, X, labels, top=top)
+        data = re.search(r'<script type="application/json" id="sp-data">(.*?)</script>', view.html,
+                         re.S)
+        assert json.loads(data.group(1))["unknown"] == 700
+        page, problems = page_of(view)
+        notes = page.inner_text("#sp-notes")
+        assert "700 rows (11.67 %) have labels the model does not know" in notes
+        assert ("12 classes: the 8 largest have colours, the other 4 classes" in notes) == hidden
+        assert problems == []
+    known = view_projection(m, X, y)
+    data = re.search(r'<script type="application/json" id="sp-data">(.*?)</script>', known.html,
+                     re.S)
+    assert json.loads(data.group(1))["unknown"] == 0

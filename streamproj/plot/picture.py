@@ -738,8 +738,15 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if cm.n_buckets - 1 < len(source.classes):
         hidden = len(source.classes) - (cm.n_buckets - 1)
         notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
-                     f"the other {hidden:,} are grey ('other', {summary.rows[-1]:,} rows); "
+                     f"the other {hidden:,} class{'es' if hidden != 1 else ''} "
+                     f"({cm.hidden_rows:,} rows) {'are' if hidden != 1 else 'is'} grey ('other'); "
                      "--top N colours more")
+    # "other" also holds the rows whose label is none of the model's classes (new data
+    # projected by an older model): said, not left to pass for classes not shown
+    unknown = int(summary.rows[-1]) - cm.hidden_rows
+    if unknown:
+        notes.append(f"{unknown:,} rows ({unknown / max(n, 1):.2%}) have labels the model does not "
+                     f"know (none of its {len(source.classes):,} classes): grey, in 'other'")
     d = source.blocks.arrays["z"].shape[1]
     if axes is None and d > MAX_GRID_AXES:
         notes.append(f"axes z[{MAX_GRID_AXES}]..z[{d - 1}] not drawn; choose a pair with --axes I,J")

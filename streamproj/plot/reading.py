@@ -402,6 +402,12 @@ class ClassMap:
     top : int
         Most classes shown on their own; the rest (and labels the model
         does not know) go to the last bucket, "other".
+
+    Attributes
+    ----------
+    hidden_rows : int
+        Rows of the model's classes in "other" (by ``counts``); the rest of
+        its rows have labels the model does not know.
     """
 
     def __init__(self, classes, counts=None, top=8):
@@ -415,6 +421,9 @@ class ClassMap:
         self.n_buckets = len(shown) + 1  # the last is "other"
         lut = np.full(k, len(shown), dtype=np.intp)
         lut[shown] = np.arange(len(shown))
+        # the rows of the classes not shown: the rest of "other" are labels the model lacks
+        self.hidden_rows = (0 if counts is None or len(shown) == k
+                            else int(np.asarray(counts)[lut == len(shown)].sum()))
         self._order = np.argsort(self.classes, kind="stable")
         self._sorted = self.classes[self._order]
         self._lut = lut

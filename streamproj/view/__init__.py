@@ -208,6 +208,8 @@ def build_view(source, axes=None, top=8, finest=None, tiles=64, per_tile=48,
         "ylabel": f"z[{j}]: {names[j]}",
         "boundary": boundary,
         "classes_total": len(source.classes),
+        # rows in "other" whose label is none of the model's classes (not classes not shown)
+        "unknown": int(pyramid.totals[-1]) - classmap.hidden_rows,
         "data_extent": first_view.tolist(),  # the first view: as the PNG's limits
     }
     payload, stored = encode_view(pyramid, meta, budget)

@@ -673,7 +673,12 @@
         (M.overview.levels.length < M.overview.levels_built ? ` (${M.overview.levels_built - M.overview.levels.length} finer ones over the file's size budget)` : "") +
         ". " : "") + sampleNote() +
       outsideNote() +
-      (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, the rest are 'other'.` : "");
+      (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, ` +
+        `the other ${(M.classes_total - B + 1).toLocaleString()} ${M.classes_total - B + 1 === 1 ? "class" : "classes"} ` +
+        `(${(totals[B - 1] - (M.unknown || 0)).toLocaleString()} rows) are 'other'. ` : "") +
+      // "other" also holds labels none of the model's classes: said, not passed off as classes
+      (M.unknown ? `${M.unknown.toLocaleString()} rows (${pct(M.unknown)}) have labels the model does not know ` +
+        `(none of its ${M.classes_total.toLocaleString()} classes): they are 'other'.` : "");
     let drag = null;
     canvas.addEventListener("wheel", (e) => {
       e.preventDefault();
