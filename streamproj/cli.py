@@ -219,7 +219,8 @@ def build_parser():
     p.add_argument("--input", metavar="INPUT", help="input rows for --compare-pca (default: OUT's source)")
     p.add_argument("--axes", metavar="I,J", help="draw axes I and J (default 0,1; a grid when d >= 3)")
     p.add_argument("--stretch", action="store_true",
-                   help="fill the panels instead of equal aspect (the figure says so)")
+                   help="draw the panels square instead of at equal aspect (the figure says how "
+                        "much x is magnified against y)")
     p.add_argument("--top", type=int, default=8, metavar="N",
                    help="colour the N largest classes, the rest grey as 'other' (default 8)")
     p.add_argument("--size", metavar="WxH", help="PNG size in pixels (default: fitted to the data)")

@@ -53,7 +53,8 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
         Draw this pair of axes; default ``(0, 1)``, or a pair grid of the first
         four axes when the projection has three or more.
     stretch : bool
-        Fill each panel instead of equal aspect (the figure says so).
+        Draw each panel square (a pair grid as one block) instead of at equal
+        aspect; the figure states how much x is magnified against y.
     top : int
         Classes drawn in their own colour (the largest); the rest are "other".
     compare_pca : None, "raw", "standardized" or "both"

@@ -179,13 +179,17 @@ class Panel:
     fine : int
         Cells of ``grid`` in one cell of the true shape's (a twin's grid is
         counted finer, so that its cells look square): shaded as those are.
+    stretch : float, optional
+        Drawn with x this many times longer than y, unit for unit (set by
+        :func:`draw` when asked to stretch; the figure states it).
     """
 
     def __init__(self, grid, limits, xlabel, ylabel, title=None, boundary=None, note=None,
-                 magnify=None, fine=1):
+                 magnify=None, fine=1, stretch=None):
         self.grid, self.limits = grid, limits
         self.xlabel, self.ylabel, self.title = xlabel, ylabel, title
         self.boundary, self.note, self.magnify, self.fine = boundary, note, magnify, fine
+        self.stretch = stretch
 
     @property
     def spans(self):
@@ -203,16 +207,14 @@ class Panel:
         return (w * k, h) if side == 0 else (w, h * k)
 
 
-def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
+def _draw_panel(ax, panel, colors, vmax, twin=False, small=False):
     (x0, x1), (y0, y1) = panel.limits
     ax.imshow(shade(panel.grid, colors, vmax), origin="lower", extent=(x0, x1, y0, y1),
               interpolation="nearest", aspect="auto")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
-    if panel.magnify is not None:  # exactly k times: the label says so
-        ax.set_aspect(1.0 / _stretch_of(panel), adjustable="box")
-    else:
-        ax.set_aspect("auto" if stretch else "equal", adjustable="box")
+    # exactly k times (a twin: its label says so), or as stretched (the notes say so)
+    ax.set_aspect(1.0 / _stretch_of(panel), adjustable="box")
     width_in = ax.get_position().width * ax.figure.get_figwidth()
     height_in = ax.get_position().height * ax.figure.get_figheight()
     # a panel a few pixels across shows its boundaries as a solid bar (they cross it steeply):
@@ -225,10 +227,11 @@ def _draw_panel(ax, panel, colors, vmax, stretch, small=False):
     ax.tick_params(labelsize=8)
     from matplotlib.ticker import FixedLocator, MaxNLocator
 
-    narrow_box = width_in < 1.6 and not stretch
+    # (at a fixed aspect, equal or stretched, a panel may be a sliver; a twin has room)
+    narrow_box = width_in < 1.6 and not twin
     if narrow_box:  # a tall thin panel (equal aspect): the labels must fit its width
         ax.set_xlabel(panel.xlabel.split(":")[0], fontsize=fs)
-    if height_in < 1.6 and not stretch:  # a wide flat one: and its height
+    if height_in < 1.6 and not twin:  # a wide flat one: and its height
         ax.set_ylabel(panel.ylabel.split(":")[0], fontsize=fs)
     if panel.title and not narrow_box:
         # y given: matplotlib then skips re-placing the title over the tick labels at each draw
@@ -394,6 +397,8 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     # (a twin's, magnified)
     col_span = [next(p.drawn_spans[0] for _, c, p in projection if c == j) for j in range(ncol)]
     row_span = [next(p.drawn_spans[1] for r, _, p in projection if r == i) for i in range(nrow)]
+    if stretch:
+        notes = [*notes, _stretch_panels(projection, pca, sum(row_span) / sum(col_span))]
     margin_lines = margin.pop("lines", []) if margin is not None else []
     main_h = 4.0 if nrow == 1 else 4.8
     ratio = sum(col_span) / sum(row_span)
@@ -431,7 +436,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
             for panel, note, w in zip(noted, notes_given, slot_w, strict=True):
                 if note:
                     aspect = panel.spans[0] / panel.spans[1] * _stretch_of(panel)
-                    shown_w = w if stretch or panel.magnify else min(w, panel_h * aspect)
+                    shown_w = w if panel.magnify else min(w, panel_h * aspect)
                     panel.note = "\n".join(_wrap(note.splitlines(), max(shown_w, 1.0) + 0.3, 8.5,
                                                   dpi=dpi))
             note_lines = max((len(p.note.splitlines()) for p in panels if p.note), default=0)
@@ -479,9 +484,9 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     for r, c, panel in projection:
         ax = fig.add_subplot(inner[r, c])
         if panel.magnify is None:
-            _draw_panel(ax, panel, colors, vmax, stretch, small)
+            _draw_panel(ax, panel, colors, vmax, small=small)
         else:  # ``fine`` of its cells hold one true-shape cell's rows
-            _draw_panel(ax, panel, colors, vmax / panel.fine, True, small)
+            _draw_panel(ax, panel, colors, vmax / panel.fine, twin=True, small=small)
             later.append(ax)
         axes[(r, c)] = ax
         if len(projection) > 1:  # labels once per grid row and column
@@ -506,7 +511,7 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
         slot += 1
     for panel in pca:
         ax = fig.add_subplot(outer[slot])
-        _draw_panel(ax, panel, colors, vmax, stretch)
+        _draw_panel(ax, panel, colors, vmax)
         if panel.note:
             _panel_note(ax, panel.note)
         main_axes.append(ax)
@@ -539,10 +544,29 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     return fig
 
 
+def _stretch_panels(projection, pca, factor):
+    """Set each panel's stretch and return the note that states it.
+
+    A stretch fills a square: the projection's panels (a pair grid as one
+    block: one scale for every panel) by ``factor``, each PCA panel by its own.
+    Set on the axes' aspect, so that the magnification stated is the one drawn
+    whatever room the layout leaves (the ratio of the spans was stated while
+    the panel filled its slot: 13.7x drawn where 11.5x was said, 2.1x in a grid).
+    """
+    for _, _, panel in projection:
+        panel.stretch = factor
+    for panel in pca:
+        panel.stretch = panel.spans[1] / panel.spans[0]
+    own = "; in the PCA panel" + ("s " if len(pca) > 1 else " ") + ", ".join(
+        f"{p.stretch:.3g}x" for p in pca) if pca else ""
+    return (f"STRETCHED: the axes share units but are drawn at different scales (x is magnified "
+            f"{factor:.3g}x against y{own}); drop --stretch for equal aspect")
+
+
 def _stretch_of(panel):
     """How much longer ``panel`` draws x than y against equal aspect (its magnification)."""
     if panel.magnify is None:
-        return 1.0
+        return float(panel.stretch or 1.0)
     side, k = panel.magnify
     return float(k) if side == 0 else 1.0 / k
 

@@ -750,12 +750,7 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     d = source.blocks.arrays["z"].shape[1]
     if axes is None and d > MAX_GRID_AXES:
         notes.append(f"axes z[{MAX_GRID_AXES}]..z[{d - 1}] not drawn; choose a pair with --axes I,J")
-    if stretch:
-        (i, j) = placed[0][2]
-        factor = ((summary.limits[j, 1] - summary.limits[j, 0])
-                  / (summary.limits[i, 1] - summary.limits[i, 0]))
-        notes.append(f"STRETCHED: the axes share units but are drawn at different scales "
-                     f"(x is magnified {factor:.3g}x against y); drop --stretch for equal aspect")
+    # (stretched: the figure states the magnification it draws, figmod.draw)
     title = f"Boundary-preserving projection of {source.data_name}"
     subtitle = (f"{n:,} rows · {len(source.classes)} classes · {d} axes · colour = "
                 f"{'true class (y)' if source.labels_are == 'y' else 'predicted class'} · "
