@@ -1770,3 +1770,30 @@ def test_a_stretched_figure_is_drawn_at_the_magnification_it_states(d, size):
         assert _drawn_stretch(ax) == pytest.approx(float(said.group(1)), rel=0.01)
     assert _drawn_stretch(pca) == pytest.approx(float(said.group(2)), rel=0.01)
     _assert_text_inside(fig)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_row_the_picture_cannot_place_does_not_agree_with_the_classifier(tmp_path, k):
+    # a NaN coordinate (an overflowed projection) wins no side and no region, yet it "agreed"
+    # wherever the classifier said the first class: 50.30 % agreement for no row drawn at all
+    from streamproj.plot import projection_scores
+
+    X, y = make_classes(n=3000, p=4, k=k, seed=4, spread=3.0)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=500)
+    main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m")])
+    main(["project", str(tmp_path / "m"), str(tmp_path / "d.zarr"), "--output",
+          str(tmp_path / "o.zarr")])
+    g = zarr.open_group(str(tmp_path / "o.zarr"), mode="r+")
+    z = g["projection"][:]
+    z[:400, 0] = np.nan
+    g["projection"][:] = z
+    fig = draw_output(tmp_path / "o.zarr")
+    s = fig.streamproj_summary
+    assert s.predicted == 3000
+    assert s.agree == 2600  # every placed row agrees (the picture never lies), no other
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "the picture agrees with the classifier on 86.67% of rows" in text
+    assert projection_scores(str(tmp_path / "o.zarr"))[1] == pytest.approx(2600 / 3000)
+    z[:] = np.nan
+    g["projection"][:] = z
+    assert draw_output(tmp_path / "o.zarr").streamproj_summary.agree == 0

@@ -428,15 +428,26 @@ def _regions(ax, limits, scores, color, style):
                    linestyles=style)
 
 
+def _winner(classes, scores):
+    """``(class, placed)`` of each row's scores: its winning class, and whether it has one.
+
+    A NaN coordinate (an overflowed projection) is on neither side of a
+    boundary and in no region: its row agrees with no classifier (it was
+    given the first class, and "agreed" wherever the classifier said so).
+    """
+    nan = np.isnan(scores)
+    return classes.take(solvers.scores_to_index(scores)), ~(nan if nan.ndim == 1 else nan.any(axis=1))
+
+
 def _choice(source):
     if len(source.classes) == 2:
-        return lambda z: source.classes.take(solvers.scores_to_index(z[:, 0]))
+        return lambda z: _winner(source.classes, z[:, 0])
     A, b = _plane_scores(source, 0, 1)
-    return lambda z: source.classes.take(solvers.scores_to_index(z[:, :2] @ A + b))
+    return lambda z: _winner(source.classes, z[:, :2] @ A + b)
 
 
 def _plane_rule(stats, lin, origin, classes):
-    """``z -> class`` by the LDA of the plane ``z = (x - origin) @ lin.T`` alone.
+    """``z -> (class, placed)`` (:func:`_winner`) by the LDA of the plane ``z = (x - origin) @ lin.T`` alone.
 
     Solved from the model's summaries mapped onto the plane: the best linear
     rule that sees only the plane (``z`` is centred: no cancellation).
@@ -448,13 +459,13 @@ def _plane_rule(stats, lin, origin, classes):
 
     def choice(z):
         s = z[:, :2] @ lda2.coef.T + lda2.intercept
-        return classes.take(solvers.scores_to_index(s[:, 0] if s.shape[1] == 1 else s))
+        return _winner(classes, s[:, 0] if s.shape[1] == 1 else s)
 
     return choice
 
 
 def _own_choice(source, model):
-    """``z -> class`` by the best rule of the plane of z[0], z[1] on its own, or None.
+    """``z -> (class, placed)`` by the best rule of the plane of z[0], z[1] on its own, or None.
 
     For K > 2 classes with the model at hand: the measure the PCA panels are
     judged by, so the two are comparable (the plane's cut of the full rule,

@@ -133,10 +133,11 @@ class PictureSummary:
     binary : (bucket of classes[0], bucket of classes[1]) or None
         For two classes, where the boundary ``z[0] = 0`` separates them.
     choice : callable or None
-        ``choice(z)`` is the class the picture shows at each row's point
-        (for the agreement with ``predicted``); None skips the agreement.
+        ``choice(z)`` is ``(class, placed)``: the class the picture shows at
+        each row's point, and whether it shows one there (not for a NaN), for
+        the agreement with ``predicted``; None skips the agreement.
     own_choice : callable or None
-        ``own_choice(z)``: the class of each row by the best rule of the
+        ``own_choice(z)``: as ``choice``, the class of each row by the best rule of the
         plane's own (an LDA solved in it), counted in ``agree_own``: the
         measure the PCA panels are judged by, for K > 2 classes.
     finer : dict of pair to (side, f), optional
@@ -285,11 +286,12 @@ class PictureSummary:
                 correct = int(np.count_nonzero(np.asarray(block["y"]).ravel() == pred))
                 labelled = pred.size
             if self.choice is not None:
-                shown = self.choice(z)
-                agree = int(np.count_nonzero(shown == pred))
+                shown, placed = self.choice(z)
+                agree = int(np.count_nonzero((shown == pred) & placed))
                 predicted = pred.size
             if self.own_choice is not None:
-                agree_own = int(np.count_nonzero(self.own_choice(z) == pred))
+                shown, placed = self.own_choice(z)
+                agree_own = int(np.count_nonzero((shown == pred) & placed))
         with self._lock:
             np.fmin(self.extremes[:, 0], low, out=self.extremes[:, 0])
             np.fmax(self.extremes[:, 1], high, out=self.extremes[:, 1])
