@@ -585,7 +585,7 @@ def _class_legend(names, rows, colors, most=LEGEND_CLASSES):
     other = " ('other' is one)" if rows[-1] > 0 else ""  # the last bucket: see ClassMap
     note = (f"legend: the {len(keep)} largest of the {len(drawn):,} colours drawn{other}; the "
             f"other {len(rest):,} ({sum(int(rows[k]) for k in rest):,} rows) are named by the "
-            "HTML view's hover (--output view.html)")
+            "HTML view's hover (--output view.html; it colours up to 199 classes, --top 199)")
     return [entries[drawn.index(k)] for k in keep], note
 
 
