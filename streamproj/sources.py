@@ -1202,7 +1202,10 @@ def _open_csv(ctx, features, label, label_given):
                 head_bytes = head_bytes[: head_bytes.rfind(b"\n") + 1]  # a cut line: a missing value
         cr_only = _cr_only(head_bytes)
         if not cr_only:  # (refused below, not as "not a readable CSV file")
-            head = pd.read_csv(io.BytesIO(head_bytes), nrows=1000)
+            # every column by name (a callable usecols), so a line longer than the header
+            # neither shifts the columns (index_col) nor warns: reading X refuses it, by row
+            head = pd.read_csv(io.BytesIO(head_bytes), nrows=1000, index_col=False,
+                               usecols=lambda _: True)
     except (ValueError, OSError, UnicodeDecodeError, *_DAMAGED) as exc:  # (ParserError: a ValueError)
         msg = f"{ctx.base} is not a readable CSV file ({type(exc).__name__}: {exc})"
         raise InputError(msg) from None
@@ -1233,7 +1236,7 @@ def _open_csv(ctx, features, label, label_given):
     y_dtype = None
     if lab is not None:
         texts = pd.read_csv(io.BytesIO(head_bytes), nrows=1000, usecols=[lab], dtype={lab: str},
-                            low_memory=False, **_AS_WRITTEN)[lab]
+                            index_col=False, low_memory=False, **_AS_WRITTEN)[lab]
         y_dtype = _csv_label_dtype(texts.dropna())
     blocksize = None
     if compression is None:
@@ -1328,6 +1331,9 @@ def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=Fa
     comma shifted its values silently): one more column is named and read,
     which only such a line fills. ``as_written``: only an empty field is
     missing, not pandas' missing-value words ("NA", "null", "nan" ...).
+    ``index_col=False`` throughout: lines one field longer than the header (a
+    trailing comma) made pandas take the first column for the index, and the
+    label was read from the column after it.
     """
     import pandas as pd
 
@@ -1349,10 +1355,10 @@ def _csv_frame(data, first, columns, usecols, dtype=None, where="CSV", strict=Fa
                 raise InputError(msg)
             return frame[list(usecols)]
         if first:
-            return pd.read_csv(io.BytesIO(data), usecols=usecols, low_memory=False, dtype=dtype,
-                               **na)
+            return pd.read_csv(io.BytesIO(data), usecols=usecols, index_col=False,
+                               low_memory=False, dtype=dtype, **na)
         return pd.read_csv(io.BytesIO(data), header=None, names=list(columns), usecols=usecols,
-                           low_memory=False, dtype=dtype, **na)
+                           index_col=False, low_memory=False, dtype=dtype, **na)
     except ValueError as exc:  # (pandas' ParserError is one)
         if "fields in line" in str(exc) or "passed names did not match" in str(exc):
             msg = (f"{where}: a line has more fields than the header ({' '.join(str(exc).split())}; "

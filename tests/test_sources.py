@@ -1187,3 +1187,34 @@ def test_a_column_name_with_spaces_around_it_is_listed_quoted(tmp_path, capsys):
     assert "(columns: a, ' b', ' y')" in one_error_line(capsys)
     assert sources.listing(["a", "", "x y", "z"]) == "a, '', x y, z"
     assert not (tmp_path / "m").exists()
+
+
+def test_a_csv_whose_lines_end_in_a_comma_reads_each_column_as_named(tmp_path):
+    # every line one empty field past the header (an export's trailing comma): pandas took the
+    # first column for the index, so the labels were read from the next column (y = a's values)
+    # in a file of one block (a label last was "missing"), and one of several blocks was refused
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 600)
+    a, b = rng.normal(size=600).round(4), rng.normal(size=600).round(4)
+    for order in (["y", "a", "b"], ["a", "y", "b"], ["a", "b", "y"]):
+        cols = {"y": y, "a": a, "b": b}
+        lines = [",".join(order)] + [",".join(str(cols[c][i]) for c in order) + ","
+                                     for i in range(600)]
+        (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+        for chunk_rows in (None, 50):  # one block, several
+            src = sources.open_source(tmp_path / "t.csv", label="y", chunk_rows=chunk_rows)
+            assert src.feature_names == ("a", "b")
+            np.testing.assert_array_equal(src.y.compute(), y)
+            np.testing.assert_array_equal(src.X.compute(), np.column_stack([a, b]))
+
+
+def test_a_csv_whose_every_line_has_a_field_too_many_is_one_error_line(tmp_path, capsys):
+    # R's write.csv without row.names=FALSE: row names with no name in the header. Read with
+    # index_col=False (lines ending in a comma), pandas warns "Length of header or names does
+    # not match length of data" on stderr beside the error line
+    rows = [f"{i},{i % 7}.5,{(i * 3) % 5}.25,{i % 2}" for i in range(40)]
+    (tmp_path / "r.csv").write_text("a,b,label\n" + "\n".join(rows) + "\n")
+    assert main(["fit", str(tmp_path / "r.csv"), "--label", "label", "--model",
+                 str(tmp_path / "m"), "--no-progress"]) == 2
+    assert "r.csv: the line of row 0 has more fields than the header's 3" in one_error_line(capsys)
+    assert not (tmp_path / "m").exists()
