@@ -904,8 +904,12 @@ def _rows_of(key, n):
 
 
 def _first_missing_chunk(arr):
-    """Row range of the first chunk (shard) of ``arr`` that has no file, or None."""
-    if arr.nchunks_initialized >= arr.nchunks:
+    """Row range of the first chunk (shard) of ``arr`` that has no file, or None.
+
+    A sharded array's stored shards are searched too, for a chunk their index
+    does not hold: zarr counts every chunk of a stored shard as written.
+    """
+    if arr.nchunks_initialized >= arr.nchunks and not arr.shards:
         return None
     try:
         from zarr.core.array import _shards_initialized
@@ -914,14 +918,55 @@ def _first_missing_chunk(arr):
         present = set(sync(_shards_initialized(arr._async_array)))
         keys = list(arr._async_array._iter_shard_keys())
         coords = list(arr._async_array._iter_shard_coords())
+        inner = _first_unwritten_in_shards(arr, [(k, c) for k, c in zip(keys, coords, strict=True)
+                                                 if k in present]) if arr.shards else None
     except (ImportError, AttributeError):  # zarr internals moved: name no rows
         return (0, arr.shape[0] - 1)
     rows = (arr.shards or arr.chunks)[0]
     for key, coord in zip(keys, coords, strict=True):
         if key not in present:
             start = coord[0] * rows
-            return (start, min(start + rows, arr.shape[0]) - 1)
-    return None
+            if inner is None or start < inner[0]:
+                return (start, min(start + rows, arr.shape[0]) - 1)
+            break
+    return inner
+
+
+def _first_unwritten_in_shards(arr, shards):
+    """Row range of the first chunk that the index of a stored shard does not hold, or None.
+
+    ``shards``: the (key, shard coordinates) of the stored shards. One read of
+    each shard's index (its last or first bytes), all at once.
+    """
+    import asyncio
+
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.core.sync import sync
+
+    codec = next((c for c in arr.metadata.codecs if isinstance(c, ShardingCodec)), None)
+    if codec is None or not shards:
+        return None
+    per_shard = tuple(s // c for s, c in zip(arr.shards, arr.chunks, strict=True))
+    grid = np.array([-(-n // c) for n, c in zip(arr.shape, arr.chunks, strict=True)])
+    where = arr._async_array.store_path
+
+    async def indexes():
+        return await asyncio.gather(*[codec._load_shard_index_maybe(where / key, per_shard)
+                                      for key, _ in shards])
+
+    first = None  # (the lowest row of all: shards side by side across the columns too)
+    for (_, coord), index in zip(shards, sync(indexes()), strict=True):
+        if index is None:  # (gone since it was listed: read as missing by the reader)
+            continue
+        unwritten = np.argwhere(~index.get_full_chunk_map()) + np.multiply(coord, per_shard)
+        unwritten = unwritten[(unwritten < grid).all(axis=1)]  # (past the array's end: never stored)
+        if unwritten.size:
+            band = int(unwritten[:, 0].min())
+            first = band if first is None else min(first, band)
+    if first is None:
+        return None
+    start = first * arr.chunks[0]
+    return (start, min(start + arr.chunks[0], arr.shape[0]) - 1)
 
 
 def _check_chunks(arr, label):

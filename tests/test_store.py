@@ -21,7 +21,8 @@ from conftest import make_classes, one_error_line, write_zarr
 from conftest import run_cli as run
 
 import streamproj as sp
-from streamproj import store
+from streamproj import sources, store
+from streamproj.errors import InputError
 
 
 def tree(path):
@@ -565,6 +566,33 @@ def test_a_missing_chunk_is_an_error_naming_its_rows(setup, capsys, tmp_path):
     refused(capsys, tmp_path, "project", d / "m", d / "d.zarr", "--output", d / "o2.zarr",
             match="rows 100..199")
     assert run("fit", d / "d.zarr", "--model", d / "m2", "--allow-missing-chunks") == 0
+
+
+def test_a_sharded_array_with_rows_never_written_is_refused(tmp_path, capsys):
+    """A shard holding only some of its chunks: the others read as the fill value (exit 0).
+
+    zarr counts every chunk of a stored shard as written, so the check passed; a writer that
+    wrote rows 40..44 of a grown array and died left rows 45..59 as zeros in the fit.
+    """
+    X, y = make_classes(n=60, p=3, seed=74)
+    for n, written in ((60, [(0, 60)]), (57, [(0, 57)]), (60, [(0, 45)]), (60, [(0, 5), (10, 60)])):
+        path = tmp_path / f"s{n}-{len(written)}-{written[0][1]}.zarr"
+        g = zarr.open_group(str(path), mode="w")
+        a = g.create_array("X", shape=(n, 3), chunks=(5, 3), shards=(20, 3), dtype="f8", fill_value=0.0)
+        for start, stop in written:
+            a[start:stop] = X[start:stop]
+        g.create_array("y", data=y[:n], chunks=(5,), shards=(20,))
+        if written == [(0, n)]:  # every row written (the last shard cut short): read as it is
+            src = sources.open_source(path)
+            np.testing.assert_array_equal(src.X.compute(), X[:n])
+            continue
+        first = written[0][1]
+        rows = f"{first}..{first + 4}"
+        with pytest.raises(InputError, match=rf"X: the chunk file of rows {rows} is missing"):
+            sources.open_source(path)
+        refused(capsys, tmp_path, "fit", path, "--model", tmp_path / "m", match=f"rows {rows}")
+        allowed = sources.open_source(path, allow_missing_chunks=True).X.compute()
+        np.testing.assert_array_equal(allowed[first : first + 5], 0.0)
 
 
 def test_class_sorted_labels_whose_chunks_zarr_skipped_fit(tmp_path, capsys):
