@@ -505,6 +505,35 @@ def _negative_pairs(argv):
     return out
 
 
+# What each argument that names a place is called when it is empty (by argparse ``dest``).
+_PLACES = {"input": "input", "model": "model", "output": "output", "source": "source",
+           "others": "model to merge", "old": "OLD", "new": "NEW", "config": "config",
+           "out": "projection", "boundary": "boundary", "against": "model", "dir": "demo folder"}
+_NAMES = ("x", "y", "features", "label")
+
+
+def _refuse_empty(args):
+    """Refuse an empty path or name: to the OS '' is the current folder.
+
+    ``fit "$DATA"`` with DATA unset read the current folder as the input; ``--x ''``
+    was "d.zarr/ is a group, not an array".
+    """
+    def empty(value):
+        values = value if isinstance(value, list) else [value]
+        return any(isinstance(v, str) and not v.strip() for v in values)
+
+    for dest, role in _PLACES.items():
+        if empty(getattr(args, dest, None)):
+            if args.command == "info" and dest == "model":
+                role = "model or output"
+            msg = f"the {role} path is empty; give a folder, file or URL (an unset shell variable?)"
+            raise InputError(msg)
+    for dest in _NAMES:
+        if empty(getattr(args, dest, None)):
+            msg = f"--{dest} is empty; name it, or leave the option out"
+            raise InputError(msg)
+
+
 def main(argv=None):
     """Run ``streamproj`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
@@ -522,6 +551,7 @@ def main(argv=None):
         args.progress = sys.stderr.isatty()
     warnings.showwarning = _show_warning
     try:
+        _refuse_empty(args)
         if args.command == "plot":
             plot.check_plot_options(
                 args.output, _pair(args.size, "--size") if args.size else None,

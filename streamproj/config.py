@@ -258,6 +258,9 @@ def _resolve(path, base, file, key, writes=False, source=False):
     """
     if path is None:
         return path
+    if not path.strip():  # (the config's own folder: read as an input, or written as a model)
+        msg = f"{file}: {key} holds an empty path; give a file, folder or URL, or leave it out"
+        raise InputError(msg)
     # "c.h5:/grp/X" starts like a URL "c.h5:" without its '//': judge the file part alone
     inner = sources.split_dataset(path)[1] if source else None
     name, suffix = (path, "") if inner is None else (path[: -len(inner) - 1], f":{inner}")

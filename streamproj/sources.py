@@ -426,7 +426,7 @@ def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
     Raises
     ------
     InputError
-        A pattern matches nothing.
+        A pattern matches nothing, or a path is empty.
 
     Examples
     --------
@@ -448,6 +448,9 @@ def expand(paths: str | os.PathLike | Iterable[str | os.PathLike],
     found = set()
     for spec in paths:
         spec = os.fspath(spec)
+        if not spec.strip():  # (the current folder, to the OS: an unset variable, not a choice)
+            msg = "the input path is empty; give a folder, file or URL"
+            raise InputError(msg)
         base, inner = _split_inner(spec)
         suffix = f":{inner}" if inner else ""
         fs, path = _fs(base, storage_options) if not _GLOB.search(base) else (None, None)

@@ -610,6 +610,45 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path, cap
     assert here.exists()
 
 
+def test_an_empty_input_or_name_is_refused_not_read_from_the_current_folder(tmp_path, capsys,
+                                                                            monkeypatch):
+    # fit "$DATA" with DATA unset: '' is the current folder, read as a Parquet folder (a
+    # model fitted on whatever was there); --x '' said "d.zarr/ is a group, not an array"
+    X, y = make_classes(n=200, p=3, k=2, seed=13)
+    write_zarr(tmp_path / "d.zarr", X, y)
+    here = tmp_path / "here"
+    here.mkdir()
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "y": y}), str(here / "p.parquet"))
+    assert main(["fit", str(tmp_path / "d.zarr"), "--model", str(tmp_path / "m")]) == 0
+    monkeypatch.chdir(here)
+    m, d = str(tmp_path / "m"), str(tmp_path / "d.zarr")
+    for argv, said in ((["fit", "", "--model", str(tmp_path / "m2")], "the input path is empty"),
+                       (["fit", d, " ", "--model", str(tmp_path / "m2")], "the input path is empty"),
+                       (["update", m, ""], "the input path is empty"),
+                       (["project", m, "", "--output", str(tmp_path / "o.zarr")],
+                        "the input path is empty"),
+                       (["project", "", d, "--output", str(tmp_path / "o.zarr")],
+                        "the model path is empty"),
+                       (["fit", d, "--model", str(tmp_path / "m2"), "--boundary", ""],
+                        "the boundary path is empty"),
+                       (["fit", d, "--model", str(tmp_path / "m2"), "--x", ""], "--x is empty"),
+                       (["update", m, d, "--y", " "], "--y is empty"),
+                       (["fit", d, "--model", str(tmp_path / "m2"), "--label", ""],
+                        "--label is empty"),
+                       (["forget", m, ""], "the source path is empty"),
+                       (["merge", m, ""], "the model to merge path is empty"),
+                       (["info", ""], "the model or output path is empty"),
+                       (["relocate", m, "", str(tmp_path)], "the OLD path is empty"),
+                       (["run", ""], "the config path is empty")):
+        before = sorted(p.name for p in tmp_path.rglob("*"))
+        assert main([*argv, "--no-progress"] if argv[0] in ("fit", "update", "project")
+                    else argv) == 2, argv
+        assert said in one_error_line(capsys), argv
+        assert sorted(p.name for p in tmp_path.rglob("*")) == before, argv
+
+
 def test_the_package_names_every_error_and_imports_nothing_heavy():
     code = ("import sys, streamproj; heavy = [m for m in ('sklearn', 'dask', 'zarr', 'numpy') "
             "if m in sys.modules]; print(heavy)")

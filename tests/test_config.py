@@ -98,6 +98,13 @@ def test_dot_dot_is_folded_only_where_it_names_the_same_place(tmp_path):
         ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o.zarr"\ninput = []\n',
          r"\[output\] input is empty"),
         ('[input]\npath = "d"\nlabel = ""\n[model]\npath = "m"\n', r"\[input\] label is empty"),
+        # ('' is the config's own folder: read as an input, or a boundary "Is a directory")
+        ('[input]\npaths = ["d", ""]\n[model]\npath = "m"\n', r"\[input\] paths holds an empty path"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o.zarr"\ninput = [" "]\n',
+         r"\[output\] input holds an empty path"),
+        ('[input]\npath = "d"\n[model]\npath = "m"\nboundary = ""\n',
+         r"\[model\] boundary holds an empty path"),
+        ('[input]\npath = "d"\n[model]\npath = ""\n', r"\[model\] path holds an empty path"),
         # (os: "ValueError: embedded null byte", a traceback)
         ('[input]\npath = "d"\n[model]\npath = "m\\u0000x"\n', r"\[model\] path 'm\\x00x' holds a NUL"),
         ('[input]\npaths = ["d\\u0000"]\n[model]\npath = "m"\n', r"\[input\] paths 'd\\x00' holds a NUL"),

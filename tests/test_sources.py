@@ -1218,3 +1218,11 @@ def test_a_csv_whose_every_line_has_a_field_too_many_is_one_error_line(tmp_path,
                  str(tmp_path / "m"), "--no-progress"]) == 2
     assert "r.csv: the line of row 0 has more fields than the header's 3" in one_error_line(capsys)
     assert not (tmp_path / "m").exists()
+
+
+def test_an_empty_input_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _parquet(tmp_path / "p.parquet", pd.DataFrame({"a": [1.0, 2.0], "label": [0, 1]}))
+    for paths in ("", [" "], [tmp_path / "p.parquet", ""]):
+        with pytest.raises(InputError, match="the input path is empty"):
+            sources.open_sources(paths, label="label")
