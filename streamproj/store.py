@@ -17,7 +17,8 @@ What is atomic where
 A new version is written completely into a hidden staging folder, renamed to
 ``vNNNNNN`` and only then named by ``CURRENT`` (replaced with ``os.replace``,
 atomic), so a reader or a job killed at any point sees the old model or the
-new one. A source's summary that a new version keeps unchanged is hard-linked
+new one. Its ``.uncommitted`` marker, dropped once ``CURRENT`` names it, tells
+a killed write's orphan from a version the user rolled back from by hand (kept). A source's summary that a new version keeps unchanged is hard-linked
 from the version before (copied where the file system has no hard links): a
 nightly update writes its new source's summary, not every source's again.
 Writers hold the lock file ``.MODEL.lock`` beside the model's real path
@@ -143,6 +144,8 @@ PROJECTION_NAMES = ("projection", "coords")
 # The output's subgroup holding the model it was projected with (write_output_frame).
 _FRAME = "frame"
 _CURRENT = "CURRENT"
+# model.json's name of the version a version was written from (its pruning follows that chain)
+_PREVIOUS = "previous_version"
 _VERSION = re.compile(r"^v\d{6}$")
 _OUT_VERSION = re.compile(r"^v\d{14}-[0-9a-f]{8}$")
 # Object-store calls fail in seconds, not minutes, when the endpoint is unreachable.
@@ -1932,8 +1935,16 @@ def _new_file(path, data):
         os.fsync(f.fileno())
 
 
-def _write_version(folder, meta, stats, solution, summaries=None):
+# In a version written beside the live one until ``CURRENT`` names it: a version holding it
+# that ``CURRENT`` does not name is an interrupted write's (removable); one without it was
+# committed (a version the user rolled back from by hand, or written before the marker).
+_UNCOMMITTED = ".uncommitted"
+
+
+def _write_version(folder, meta, stats, solution, summaries=None, pending=False):
     os.mkdir(folder)  # mode 0o777 less the umask, like every other folder the user makes
+    if pending:
+        _new_file(folder / _UNCOMMITTED, b"")
     for name, data in _version_files(meta, stats, solution).items():
         _new_file(folder / name, data)
     if summaries is not None:
@@ -2029,19 +2040,73 @@ def _current_version(path):
 
 
 def _clean_model(path):
-    """Remove staging folders and orphan versions (kills between rename and ``CURRENT``)."""
+    """Remove staging folders and orphan versions (kills between rename and ``CURRENT``).
+
+    An orphan is told by its :data:`_UNCOMMITTED` marker; any other version
+    ``CURRENT`` does not name was committed (``CURRENT`` set back by hand) and
+    is kept. The live version's marker (a kill right after the switch) is dropped.
+    """
     if not path.is_dir() or not (path / _CURRENT).is_file():
         return
     try:
         current = _current_version(path)
     except ModelError:
         return  # never delete anything from a model we cannot read
-    number = _version_number(current)
     for item in path.iterdir():
         if item.name.startswith(".") and ".tmp-" in item.name and _dead_leftover(item.name):
             _remove(item)
-        elif _version_number(item.name) > number and item.is_dir():
-            _remove(item)  # an orphan: written, never made current
+        elif item.name == current:
+            _committed(item)
+        elif _orphan(item):
+            _remove(item)
+
+
+def _orphan(folder):
+    """True for a version folder renamed into place that ``CURRENT`` never named."""
+    return (_version_number(folder.name) >= 0 and not folder.is_symlink()
+            and (folder / _UNCOMMITTED).is_file())
+
+
+def _committed(folder):
+    """Drop a version's :data:`_UNCOMMITTED` marker once ``CURRENT`` names it."""
+    try:
+        os.unlink(folder / _UNCOMMITTED)
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # (the next writer tries again; readers never look at it)
+    _fsync(folder)
+
+
+def _previous_of(path, name):
+    """The version ``name`` was written from, as its ``model.json`` says; None when unknown."""
+    try:
+        meta = json.loads((path / name / "model.json").read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    previous = meta.get(_PREVIOUS) if isinstance(meta, dict) else None
+    return previous if isinstance(previous, str) and _VERSION.match(previous) else None
+
+
+def _ancestors(path, name, versions):
+    """The versions ``name`` descends from: their ``model.json`` chain, else all numbered below.
+
+    Only these (and orphans) are pruned: a version the user rolled back from by
+    hand is on no chain of the live one, so it stays until the user removes it.
+    """
+    found: list[str] = []
+    seen = {name}
+    while name in versions:  # (one pruned already: so were those it came from)
+        previous = _previous_of(path, name)
+        if previous is None:  # written before the chain was kept: every version below it
+            number = _version_number(name)
+            return found + [v for v in versions if _version_number(v) < number and v not in seen]
+        if previous in seen:  # (a loop edited in by hand)
+            break
+        seen.add(previous)
+        found.append(previous)
+        name = previous
+    return [v for v in found if v in versions]
 
 
 def read_model_meta(path):
@@ -2076,7 +2141,11 @@ def model_exists(path):
 
 
 def write_model(path, meta, stats, solution, base=None, summaries=None):
-    """Write a model version; returns its name. Versions but the new one and the previous are pruned.
+    """Write a model version; returns its name. The previous version's ancestors are pruned.
+
+    Locally, the new version's ``model.json`` names the one it was written
+    from (``previous_version``); versions off that chain (rolled back from by
+    hand) are kept.
 
     The caller holds :func:`model_lock`. ``base``: the version the new one was
     derived from; if ``CURRENT`` names another by now, nothing is written.
@@ -2115,6 +2184,7 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{path.name}.tmp-{_tag()}"
         was = "an empty folder" if path.exists() else "nothing"
+        meta = {k: v for k, v in meta.items() if k != _PREVIOUS}  # the first: from none
         try:
             os.mkdir(tmp)
             _write_version(tmp / "v000001", meta, stats, solution, summaries)
@@ -2128,12 +2198,13 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
             if tmp.exists():
                 _remove(tmp)
         return "v000001"
-    # Orphans (a kill after their rename, before CURRENT) must not block the next number.
+    # Numbered above every version there, kept (rolled back from) or orphan: never reused.
     number = max(_version_number(p.name) for p in path.iterdir()) + 1
     name = f"v{number:06d}"
     staging = path / f".{name}.tmp-{_tag()}"
     try:
-        _write_version(staging, meta, stats, solution, summaries)
+        _write_version(staging, {**meta, _PREVIOUS: current}, stats, solution, summaries,
+                       pending=True)
         os.rename(staging, path / name)
     finally:
         if staging.exists():
@@ -2146,9 +2217,14 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
         if _pointed(path) != name:
             _remove(path / name)
         raise
-    for old in path.iterdir():
-        if _version_number(old.name) >= 0 and old.name not in (name, current):
-            _remove(old)
+    _committed(path / name)
+    versions = [p.name for p in path.iterdir() if _version_number(p.name) >= 0]
+    for old in _ancestors(path, current, versions):
+        if old not in (name, current):
+            _remove(path / old)
+    for old in versions:
+        if old not in (name, current) and _orphan(path / old):
+            _remove(path / old)
     return name
 
 

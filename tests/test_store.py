@@ -502,15 +502,39 @@ def test_an_orphan_version_does_not_wedge_the_model(setup, capsys, tmp_path):
 
     d, X, y = setup
     shutil.copytree(d / "m" / "v000001", d / "m" / "v000002")  # renamed, CURRENT never switched
+    (d / "m" / "v000002" / store._UNCOMMITTED).write_bytes(b"")
     write_zarr(d / "more.zarr", X[:50] + 1.0, y[:50])
     assert run("update", d / "m", d / "more.zarr") == 0  # the orphan is removed, its number reused
     assert "(v000002)" in capsys.readouterr().out
     assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000001", "v000002"]
     assert sp.load(d / "m").stats_.n_samples == 350
+    assert not (d / "m" / "v000002" / store._UNCOMMITTED).exists()  # committed now
     shutil.copytree(d / "m" / "v000002", d / "m" / "v000009")
+    (d / "m" / "v000009" / store._UNCOMMITTED).write_bytes(b"")
     assert run("fit", d / "d.zarr", "--model", d / "m", "--overwrite") == 0
     assert "(v000003)" in capsys.readouterr().out
     assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000002", "v000003"]
+
+
+def test_a_version_rolled_back_by_hand_is_kept_and_its_name_never_reused(setup, capsys):
+    # `echo v000001 > m/CURRENT` after an update: the next update deleted v000002 as an
+    # orphan and wrote another v000002 in its place (found by the review)
+    d, X, y = setup
+    write_zarr(d / "b.zarr", X[:50] + 1.0, y[:50])
+    write_zarr(d / "c.zarr", X[50:90] - 1.0, y[50:90])
+    write_zarr(d / "e.zarr", X[90:120] + 2.0, y[90:120])
+    assert run("update", d / "m", d / "b.zarr") == 0
+    rolled_back = tree(d / "m" / "v000002")
+    (d / "m" / "CURRENT").write_text("v000001\n")
+    assert run("update", d / "m", d / "c.zarr") == 0
+    assert "(v000003)" in capsys.readouterr().out
+    assert tree(d / "m" / "v000002") == rolled_back
+    assert run("update", d / "m", d / "e.zarr") == 0  # the next one prunes v000001 (an ancestor)
+    assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000002", "v000003", "v000004"]
+    assert tree(d / "m" / "v000002") == rolled_back
+    assert sp.load(d / "m").stats_.n_samples == 370
+    (d / "m" / "CURRENT").write_text("v000002\n")  # and it can be taken back
+    assert sp.load(d / "m").stats_.n_samples == 350
 
 
 @pytest.mark.parametrize("pointer", ["../../etc", "/tmp/elsewhere", "v000007"])
