@@ -22,9 +22,10 @@ a killed write's orphan from a version the user rolled back from by hand (kept).
 from the version before (copied where the file system has no hard links): a
 nightly update writes its new source's summary, not every source's again.
 Writers hold the lock file ``.MODEL.lock`` beside the model's real path
-(symlinks resolved) from before they read ``CURRENT`` until they are done, and
-delete it on release. A model written for the first time is built
-in a hidden sibling and renamed into place.
+(symlinks resolved), and ``MODEL/.lock`` once it is a model, from before they
+read ``CURRENT`` until they are done, and delete them on release (a user who
+may not write the parent folder holds the inner one alone). A model written
+for the first time is built in a hidden sibling and renamed into place.
 
 *Object-store model* (``s3://…/MODEL``): the same layout; ``CURRENT`` is one
 small object written last with a single PUT (atomic on S3), and before it is
@@ -742,15 +743,34 @@ def _make_parents(path):
     return made
 
 
+# A local model's second lock, inside it: its writers take turns even where its parent
+# folder (which holds the first, ``.MODEL.lock``) is closed to some of them.
+_INNER_LOCK = ".lock"
+
+
 @contextlib.contextmanager
-def _locked(url, what):
+def _locked(url, what, inner=False):
+    """Hold the lock of ``url``; ``inner``: that inside the model folder too, once it is one.
+
+    The lock beside the folder is taken first (a first fit has no folder to
+    lock yet), then the inner one; a user who may not write the parent but may
+    write the model takes the inner lock alone, which every writer of an
+    existing model takes, so they still run one after the other.
+    """
     made = []
     try:
         with contextlib.ExitStack() as stack:
             with storage_errors(f"the lock of {what} {url}"):
-                if is_local(url):
+                local = is_local(url)
+                if local:
                     made = _make_parents(_real(url))
-                stack.enter_context(_lock_file(_lock_path(url)))
+                try:
+                    stack.enter_context(_lock_file(_lock_path(url)))
+                except PermissionError:
+                    if not (inner and local and _is_model_dir(_real(url))):
+                        raise
+                if inner and local and _is_model_dir(_real(url)):
+                    stack.enter_context(_lock_file(_real(url) / _INNER_LOCK))
             yield
     finally:
         if made and not _real(url).exists():
@@ -799,7 +819,7 @@ def model_lock(path):
     by different names still run one after the other; take it before reading
     the current version. Leftovers of killed writers are cleaned on entry.
     """
-    with _locked(path, "model"):
+    with _locked(path, "model", inner=True):
         if is_local(path):
             with storage_errors(f"model {path}"):
                 _recover(_real(path))

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -1153,6 +1154,95 @@ def test_a_read_only_output_is_never_replaced(setup, capsys, tmp_path, flag, whe
         folder.chmod(0o755)
     assert run("project", d / "m", d / "d.zarr", d / "more.zarr", "--output", d / "o.zarr",
                flag) == 0
+
+
+# The command in a fresh interpreter that keeps no capability to pass over file modes:
+# root (whom permissions do not stop) is then held to them as the files' owner, as any user.
+WITHOUT_DAC = """
+import ctypes, sys
+class Header(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+class Data(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+libc = ctypes.CDLL(None, use_errno=True)
+header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+assert libc.capget(ctypes.byref(header), data) == 0, ctypes.get_errno()
+mask = ~0b1110 & 0xFFFFFFFF  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+for field in ("effective", "permitted", "inheritable"):
+    setattr(data[0], field, getattr(data[0], field) & mask)
+assert libc.capset(ctypes.byref(header), data) == 0, ctypes.get_errno()
+from streamproj.cli import main
+print("imported", flush=True)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _held_to_modes(*argv):
+    """``streamproj ARGV`` held to file modes even when run by root: ``(status, stderr)``."""
+    if sys.platform != "linux":
+        pytest.skip("drops Linux capabilities to hold root to file modes")
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_DAC, *map(str, argv), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stderr
+
+
+def test_a_model_in_a_folder_you_may_not_write_is_updated(tmp_path):
+    # its lock file sat beside it, in the parent: 'cannot write the lock … Permission denied'
+    # for a model folder the user may write (found by the review)
+    X, y = make_classes(n=200, p=3, seed=74)
+    write_zarr(tmp_path / "a.zarr", X[:100], y[:100])
+    write_zarr(tmp_path / "b.zarr", X[100:], y[100:])
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    assert run("fit", tmp_path / "a.zarr", "--model", parent / "m") == 0
+    parent.chmod(0o555)
+    try:
+        assert _held_to_modes("fit", tmp_path / "a.zarr", "--model", parent / "n")[0] == 2
+        code, err = _held_to_modes("update", parent / "m", tmp_path / "b.zarr")
+    finally:
+        parent.chmod(0o755)
+    assert code == 0, err
+    assert sp.load(parent / "m").stats_.n_samples == 200
+    assert sorted(os.listdir(parent)) == ["m"]
+    assert sorted(os.listdir(parent / "m")) == ["CURRENT", "v000001", "v000002"]
+
+
+def test_writers_locked_out_of_the_parent_or_not_take_turns(tmp_path):
+    # one that may not write the parent takes the lock inside the model alone: so every
+    # writer must hold that one too, whatever spelling of the path it was given
+    if sys.platform != "linux":
+        pytest.skip("drops Linux capabilities to hold root to file modes")
+    X, y = make_classes(n=300, p=3, seed=75)
+    for name, rows in (("a", slice(0, 100)), ("b", slice(100, 200)), ("c", slice(200, 300))):
+        write_zarr(tmp_path / f"{name}.zarr", X[rows], y[rows])
+    (tmp_path / "parent").mkdir()
+    assert run("fit", tmp_path / "a.zarr", "--model", tmp_path / "parent" / "m") == 0
+    os.symlink(tmp_path / "parent", tmp_path / "again")
+    script = lambda held: [sys.executable, "-c", WITHOUT_DAC] if held else [  # noqa: E731
+        sys.executable, "-c", "import sys; from streamproj.cli import main; print('imported', "
+        "flush=True); sys.exit(main(sys.argv[1:]))"]
+    procs = []
+    with store._lock_file(tmp_path / "parent" / "m" / store._INNER_LOCK):
+        (tmp_path / "parent").chmod(0o555)
+        try:
+            for held, model, source in ((True, "parent", "b"), (False, "again", "c")):
+                procs.append(subprocess.Popen(
+                    [*script(held), "update", str(tmp_path / model / "m"),
+                     str(tmp_path / f"{source}.zarr"), "--no-progress"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            for proc in procs:
+                assert proc.stdout.readline() == "imported\n"
+            time.sleep(3)  # (an update of 100 rows takes well under a second)
+            assert [proc.poll() for proc in procs] == [None, None]
+            assert not (tmp_path / "parent" / "m" / "v000002").exists()
+        finally:
+            (tmp_path / "parent").chmod(0o755)
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert sp.load(tmp_path / "parent" / "m").stats_.n_samples == 300
+    assert sorted(os.listdir(tmp_path / "parent" / "m")) == ["CURRENT", "v000002", "v000003"]
 
 
 def test_a_file_url_names_the_same_model_and_output_as_the_path(setup, capsys, tmp_path):
