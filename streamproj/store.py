@@ -693,6 +693,10 @@ def _lock_file(lock_path):
     while True:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except IsADirectoryError:
+            msg = (f"cannot take the lock {lock_path}: it is a folder, not streamproj's lock "
+                   "file; move it away")
+            raise StorageError(msg) from None
         except PermissionError as denied:
             # another user's lock file: flock works on a read-only handle; if there is
             # none to open, the folder itself is not writable: say that, not "missing"
@@ -732,13 +736,19 @@ def _lock_path(url):
     return folder / f"{digest}.lock"
 
 
-def _make_parents(path):
-    """Create the missing parents of ``path``; returns them, deepest first."""
+def _make_parents(path, url, what):
+    """Create the missing parents of ``path``; returns them, deepest first.
+
+    One of them a file: one line naming it (mkdir's "File exists" named neither it nor why).
+    """
     made = []
     parent = path.parent
     while not parent.exists():
         made.append(parent)
         parent = parent.parent
+    if not parent.is_dir():
+        msg = f"cannot write {what} {url}: {parent} is a file, not a folder; choose a path outside it"
+        raise StorageError(msg)
     path.parent.mkdir(parents=True, exist_ok=True)
     return made
 
@@ -763,7 +773,7 @@ def _locked(url, what, inner=False):
             with storage_errors(f"the lock of {what} {url}"):
                 local = is_local(url)
                 if local:
-                    made = _make_parents(_real(url))
+                    made = _make_parents(_real(url), url, what)
                 try:
                     stack.enter_context(_lock_file(_lock_path(url)))
                 except PermissionError:

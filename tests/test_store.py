@@ -1245,6 +1245,28 @@ def test_writers_locked_out_of_the_parent_or_not_take_turns(tmp_path):
     assert sorted(os.listdir(tmp_path / "parent" / "m")) == ["CURRENT", "v000002", "v000003"]
 
 
+@pytest.mark.parametrize("argv", [
+    ("fit", "{d}/d.zarr", "--model", "{d}/f/m"),
+    ("forget", "{d}/f/m", "{d}/d.zarr"),
+    ("project", "{d}/m", "{d}/d.zarr", "--output", "{d}/f/o.zarr"),
+    ("fit", "{d}/d.zarr", "--model", "{d}/f/sub/m"),
+])
+def test_a_path_inside_a_file_is_one_line_naming_the_file(setup, capsys, tmp_path, argv):
+    # it said "cannot write the lock of model f/m: File exists: …/f" (found by the review)
+    d, *_ = setup
+    (d / "f").write_text("notes")
+    line = refused(capsys, tmp_path, *(a.format(d=d) for a in argv), match=f"{d}/f is a file, not a folder")
+    assert "lock" not in line
+    assert "File exists" not in line
+
+
+def test_a_folder_where_the_lock_goes_is_one_line(setup, capsys, tmp_path):
+    d, X, y = setup
+    (d / ".n.lock").mkdir()
+    refused(capsys, tmp_path, "fit", d / "d.zarr", "--model", d / "n",
+            match=f"{d}/.n.lock: it is a folder, not streamproj's lock file; move it away")
+
+
 def test_a_file_url_names_the_same_model_and_output_as_the_path(setup, capsys, tmp_path):
     # jobs looked for "file:///…/m" as a plain path, which did not exist: fit refitted an
     # existing model without --overwrite (a second fit pruned the first fit's version), and
