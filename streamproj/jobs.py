@@ -549,9 +549,7 @@ def _check_boundary_file(path, n_features, name):
 def _read(model_path):
     """The model's record and its per-source summaries, errors prefixed with its path."""
     with _context(str(model_path)):
-        record = store.read_record(model_path)
-        summaries = store.read_summaries(model_path, record.version)
-    return record, summaries
+        return store.read_record_and_summaries(model_path)
 
 
 def _feature_meta(model, meta, srcs):
@@ -1901,7 +1899,7 @@ def refuse_nothing_to_describe(path):
 
 def model_info(model_path):
     """The JSON-ready description of a saved model."""
-    meta, stats, solution = store.read_record(model_path)
+    (meta, stats, solution), summaries = store.read_record_and_summaries(model_path)
     info = {k: meta.get(k) for k in ("model_id", "version", "streamproj_version", "saved",
                                      "classes", "counts", "n_features", "n_components",
                                      "summary_detail")}
@@ -1921,7 +1919,6 @@ def model_info(model_path):
     info["center_point"] = solution["center"].tolist()
     info["sources"] = [{k: v for k, v in s.items() if k not in ("edges", "stamp")}
                        for s in meta.get("sources", [])]
-    summaries = store.read_summaries(model_path, meta["version"])
     info["per_source_summaries"] = len(summaries)
     info["history"] = meta.get("history", [])
     return info

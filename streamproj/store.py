@@ -122,6 +122,7 @@ __all__ = [
     "read_model_meta",
     "read_output_frame",
     "read_record",
+    "read_record_and_summaries",
     "read_summaries",
     "refuse_foreign_append",
     "restore_interrupted",
@@ -2369,11 +2370,42 @@ def _old_remote(fs, path):
     return time.time() - float(newest) > REMOTE_STALE_SECONDS
 
 
+# A reader holds no lock: writers may move CURRENT on, and prune what it was reading.
+_READ_TRIES = 3
+
+
+class _MovedOn(ModelError):
+    """The version a reader was reading is no longer the live one (it may be pruned)."""
+
+
 def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), optional=()):
     """``(version, {file: bytes})`` of the live version of a local or remote model.
 
-    A file named in ``optional`` that the version lacks is left out.
+    A file named in ``optional`` that the version lacks is left out. Read
+    again when ``CURRENT`` moved on under the reader (a local version pruned
+    meanwhile said the model was damaged).
     """
+    return _again_if_moved(lambda: _model_files_once(path, names, optional))
+
+
+def _again_if_moved(read):
+    """``read()``, again (up to :data:`_READ_TRIES` in all) while it raises :class:`_MovedOn`."""
+    for _ in range(_READ_TRIES - 1):
+        with contextlib.suppress(_MovedOn):
+            return read()
+    return read()
+
+
+def _moved_on(path, folder, current):
+    """A :class:`_MovedOn` when ``CURRENT`` no longer names ``current``; None when it still does."""
+    now = _pointed(folder)
+    if now is None or now == current:
+        return None
+    msg = f"model {path} moved on from version {current} while this job read it; rerun the job"
+    return _MovedOn(msg)
+
+
+def _model_files_once(path, names, optional):
     if is_local(path):
         folder = local_path(path)
         if not folder.is_dir():
@@ -2381,7 +2413,14 @@ def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), option
                    else f"no model at {path}: fit one there first ('streamproj fit INPUT "
                         f"--model {path}', or save() a fitted BoundaryProjector there)")
             raise ModelError(msg)
-        current = _current_version(folder)
+        named = _pointed(folder)
+        try:
+            current = _current_version(folder)
+        except ModelError:  # (naming a version pruned since: moved on)
+            moved = _moved_on(path, folder, named)
+            if moved is None:
+                raise
+            raise moved from None
         if current is None:
             msg = f"{path} is not a streamproj model directory (no {_CURRENT} file)"
             raise ModelError(msg)
@@ -2409,6 +2448,9 @@ def _model_files(path, names=("model.json", "stats.npz", "solution.npz"), option
         except FileNotFoundError:
             if name in optional:
                 continue
+            moved = _moved_on(path, local_path(path), current) if is_local(path) else None
+            if moved is not None:  # pruned by writers since: not damage
+                raise moved from None
             msg = f"model {path} (version {current}) is damaged: cannot read {name}: it is missing"
             raise ModelError(msg) from None
         except Exception as exc:
@@ -2531,6 +2573,19 @@ def read_record(path):
     return ModelRecord(meta, stats, solution, where=str(path))
 
 
+def read_record_and_summaries(path):
+    """:func:`read_record` and :func:`read_summaries` of one version, read again if it moved on.
+
+    For readers without the model's lock (``info``, the other models of a
+    merge): an update between the two reads made them fail with "rerun the job".
+    """
+    def read():
+        record = read_record(path)
+        return record, read_summaries(path, record.version)
+
+    return _again_if_moved(read)
+
+
 def read_summaries(path, version=None):
     """The per-source summaries of a model's live version, as :class:`Summaries`.
 
@@ -2543,7 +2598,7 @@ def read_summaries(path, version=None):
     current, _ = _model_files(path, names=())
     if version is not None and current != version:
         msg = f"model {path} moved to version {current} while this job read {version}; rerun the job"
-        raise ModelError(msg)
+        raise _MovedOn(msg)
     where = f"{str(path).rstrip('/')}/{current}"
     if is_local(path):
         return _local_summaries(path, current, where)
@@ -2563,7 +2618,7 @@ def _local_summaries(path, current, where):
     def moved():
         msg = (f"model {path} moved on from version {current} while this job read it; "
                "rerun the job")
-        return ModelError(msg)
+        return _MovedOn(msg)
 
     try:
         names = sorted(os.listdir(version / _SUMMARIES))

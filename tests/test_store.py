@@ -538,6 +538,36 @@ def test_a_version_rolled_back_by_hand_is_kept_and_its_name_never_reused(setup, 
     assert sp.load(d / "m").stats_.n_samples == 350
 
 
+def _two_updates_under(monkeypatch, model, name):
+    """Make ``store.NAME``'s first call return after two writes moved ``CURRENT`` on (and pruned)."""
+    real, calls = getattr(store, name), []
+
+    def racing(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if not calls:
+            calls.append(1)
+            for _ in range(2):  # a writer holds the lock: readers do not
+                with store.model_lock(model):
+                    record = store.read_record(model)
+                    store.write_record(model, record, base=record.version)
+        return out
+
+    monkeypatch.setattr(store, name, racing)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["_current_version", "read_record"])
+def test_a_reader_retries_when_writers_move_the_model_under_it(setup, capsys, monkeypatch, name):
+    # info between two updates said the model was damaged (its version pruned under it) or
+    # 'moved on … rerun the job' (a stress loop: 21 % of infos beside a busy writer)
+    d, *_ = setup
+    calls = _two_updates_under(monkeypatch, d / "m", name)
+    capsys.readouterr()
+    assert run("info", d / "m") == 0, capsys.readouterr().err
+    assert calls
+    assert '"version": "v000003"' in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("pointer", ["../../etc", "/tmp/elsewhere", "v000007"])
 def test_current_may_only_name_a_version_inside_the_model(setup, capsys, tmp_path, pointer):
     d, *_ = setup
