@@ -851,6 +851,10 @@ def _open_group(url, mode="r", storage_options=None, use_consolidated=None):
             use_consolidated=use_consolidated,
         )
     except FileNotFoundError:
+        if is_local(url) and _is_model_dir(local_path(url)):  # (a pattern that matched a model)
+            msg = (f"{url} is a streamproj model directory, not input rows; if a pattern "
+                   "matched it, narrow the pattern to leave the model out")
+            raise InputError(msg) from None
         msg = f"no Zarr group at {url}"
         raise InputError(msg) from None
     except Exception as exc:
@@ -875,6 +879,10 @@ def _array(group, url, name, flag):
             msg = (f"{url} has no readable array {name!r} (arrays: {', '.join(names) or 'none'}; "
                    f"zarr could not read some metadata: {_short(caught[0].message)}); "
                    f"check {url}/{name}/zarr.json")
+            raise InputError(msg) from None
+        if isinstance(group.attrs.get("streamproj"), dict):  # (a pattern that matched an output)
+            msg = (f"{url} is a streamproj output (projected coordinates), not input rows; if a "
+                   "pattern matched it, narrow the pattern to leave the outputs out")
             raise InputError(msg) from None
         msg = (
             f"{url} has no array {name!r} (arrays: {', '.join(names) or 'none'}); "

@@ -1226,3 +1226,32 @@ def test_an_empty_input_path_is_refused_not_read_as_the_current_folder(tmp_path,
     for paths in ("", [" "], [tmp_path / "p.parquet", ""]):
         with pytest.raises(InputError, match="the input path is empty"):
             sources.open_sources(paths, label="label")
+
+
+def test_a_pattern_matching_the_jobs_own_output_or_model_says_what_it_matched(tmp_path, capsys):
+    """'g/*.zarr' matched g/out.zarr once it was written (then 'has no array X: name the right
+    one with --x') and a model folder g/m.zarr ('no Zarr group at'): each is named for what
+    it is, and nothing is written."""
+    X, y = make_classes(n=600)
+    (tmp_path / "g").mkdir()
+    write_zarr(tmp_path / "g" / "day1.zarr", X, y)
+    pattern = str(tmp_path / "g" / "*.zarr")
+    model, out = tmp_path / "m", tmp_path / "g" / "out.zarr"
+    assert main(["fit", pattern, "--model", str(model)]) == 0
+    assert main(["project", str(model), pattern, "--output", str(out)]) == 0
+    before = sorted(p.name for p in out.rglob("*"))
+    capsys.readouterr()
+    assert main(["project", str(model), pattern, "--output", str(out), "--overwrite"]) == 2
+    line = one_error_line(capsys)
+    assert f"{out} is a streamproj output (projected coordinates), not input rows" in line
+    assert "narrow the pattern" in line
+    assert sorted(p.name for p in out.rglob("*")) == before
+    shutil.rmtree(out)
+    inner = tmp_path / "g" / "m.zarr"
+    assert main(["fit", str(tmp_path / "g" / "day1.zarr"), "--model", str(inner)]) == 0
+    version = (inner / "CURRENT").read_text()
+    capsys.readouterr()
+    assert main(["update", str(inner), pattern]) == 2
+    line = one_error_line(capsys)
+    assert f"{inner} is a streamproj model directory, not input rows" in line
+    assert (inner / "CURRENT").read_text() == version
