@@ -550,7 +550,8 @@ def as_labels(y: Any, name: str = "y") -> np.ndarray | da.Array:
         if not isinstance(y, da.Array):
             native = getattr(y, "chunks", None)
             chunks = native if isinstance(native, tuple) and native else "auto"
-            y = da.from_array(y, chunks=chunks, lock=False, asarray=True, fancy=False)
+            y = da.from_array(direct_reader(y), chunks=chunks, lock=False, asarray=True,
+                              fancy=False)
         if y.ndim == 2:
             _one_column(y.shape, name)
             y = y[:, 0]
