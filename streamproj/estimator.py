@@ -585,12 +585,13 @@ class _SummaryClassifier:
         return [name for name in self._solve_parameters
                 if not _same_value(solved[name], getattr(self, name))]
 
-    def _solve_as_set(self):
+    def _solve_as_set(self, doing="save"):
         """Solve again from the summaries where parameters were set since the solution was.
 
         A saved model's parameters must be its solution's: the next ``update``
         solves them again, against summaries that may not suit them. The
-        model is left as it was when they cannot be solved.
+        model is left as it was when they cannot be solved. ``doing``: what
+        could not be done, in the message.
         """
         changed = self._changed_since_solve()
         self._validate_params()  # (set_params does not check them)
@@ -603,7 +604,7 @@ class _SummaryClassifier:
         except StreamprojError as exc:
             self.__dict__.clear()
             self.__dict__.update(kept)
-            msg = (f"cannot save: the parameters set since the fit ({', '.join(changed)}) "
+            msg = (f"cannot {doing}: the parameters set since the fit ({', '.join(changed)}) "
                    f"cannot be solved from its summaries: {exc}")
             raise type(exc)(msg) from None
         except BaseException:

@@ -1554,6 +1554,9 @@ def project(model, X, out, y=None, overwrite=False, progress=False, source=None,
     source, so such an output cannot be appended to.
     """
     model._check_fitted()  # refuses an unfitted model before any work
+    # parameters set since the fit are solved now, as save does: the frame (to_state) would
+    # solve them after the rows were projected with the old solution
+    model._solve_as_set("project")
     X = as_dask_rows(X, model.chunk_rows, names[0])
     arrays = projection_arrays(model, X, y, names)
     n = int(arrays["projection"][0].shape[0])

@@ -515,3 +515,21 @@ def test_a_bad_row_of_a_grown_source_is_named_in_the_sources_own_rows(tmp_path, 
                    f'mode = "update"\n[output]\npath = "{tmp_path / "o.zarr"}"\nmode = "append"\n')
     assert main(["run", str(job)]) == 2  # the one pass: summaries and projection together
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change", [{"shrinkage": 0.5}, {"n_components": 1}])
+def test_project_after_set_params_writes_coordinates_of_the_frame_it_records(tmp_path, change):
+    # the frame (to_state) solved the parameters set since the fit, in a side thread, after the
+    # coordinates had been projected with the old solution: the output's frame was not theirs
+    X, y = make_classes(n=300, p=4, k=3, seed=1)
+    m = sp.BoundaryProjector().fit(X, y)
+    m.set_params(**change)
+    jobs.project(m, X, tmp_path / "out.zarr", y=y)
+    out = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+    frame = store.read_output_frame(out)
+    written = out["projection"][:]
+    assert written.shape[1] == frame.solution["components"].shape[0]
+    again = (X - frame.solution["center"]) @ frame.solution["components"].T
+    np.testing.assert_allclose(written, again, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(written, m.transform(X), rtol=1e-12, atol=1e-12)
+    assert out.attrs["streamproj"]["model_id"] == m.model_id_
