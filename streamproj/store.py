@@ -2117,14 +2117,25 @@ def _committed(folder):
     _fsync(folder)
 
 
+_UNREADABLE = object()  # (a model.json that cannot be read: where its chain leads is unknown)
+
+
 def _previous_of(path, name):
-    """The version ``name`` was written from, as its ``model.json`` says; None when unknown."""
+    """The version ``name`` was written from, as its ``model.json`` says.
+
+    None where it says none (written before the chain was kept);
+    :data:`_UNREADABLE` where the file cannot be read.
+    """
     try:
         meta = json.loads((path / name / "model.json").read_bytes())
     except (OSError, ValueError, UnicodeDecodeError):
+        return _UNREADABLE
+    if not isinstance(meta, dict):
+        return _UNREADABLE
+    previous = meta.get(_PREVIOUS)
+    if previous is None:
         return None
-    previous = meta.get(_PREVIOUS) if isinstance(meta, dict) else None
-    return previous if isinstance(previous, str) and _VERSION.match(previous) else None
+    return previous if isinstance(previous, str) and _VERSION.match(previous) else _UNREADABLE
 
 
 def _ancestors(path, name, versions):
@@ -2137,6 +2148,8 @@ def _ancestors(path, name, versions):
     seen = {name}
     while name in versions:  # (one pruned already: so were those it came from)
         previous = _previous_of(path, name)
+        if previous is _UNREADABLE:  # (a damaged link: prune no further than what is known)
+            break
         if previous is None:  # written before the chain was kept: every version below it
             number = _version_number(name)
             return found + [v for v in versions if _version_number(v) < number and v not in seen]

@@ -538,6 +538,25 @@ def test_a_version_rolled_back_by_hand_is_kept_and_its_name_never_reused(setup, 
     assert sp.load(d / "m").stats_.n_samples == 350
 
 
+def test_a_damaged_link_of_the_chain_stops_the_pruning_before_a_rolled_back_version(setup):
+    # v2 rolled back from (v1 -> v3 -> v4); with v3's model.json unreadable, the next update
+    # took the chain for a pre-chain model and deleted every version below v3: v2 too
+    d, X, y = setup
+    for name, rows, shift in (("b", slice(0, 50), 1.0), ("c", slice(50, 90), -1.0),
+                              ("e", slice(90, 120), 2.0), ("f", slice(120, 140), 0.5)):
+        write_zarr(d / f"{name}.zarr", X[rows] + shift, y[rows])
+    assert run("update", d / "m", d / "b.zarr") == 0  # v2
+    rolled_back = tree(d / "m" / "v000002")
+    (d / "m" / "CURRENT").write_text("v000001\n")
+    assert run("update", d / "m", d / "c.zarr") == 0  # v3, from v1
+    assert run("update", d / "m", d / "e.zarr") == 0  # v4, from v3 (v1 pruned)
+    (d / "m" / "v000003" / "model.json").write_text("{damaged")
+    assert run("update", d / "m", d / "f.zarr") == 0  # v5, from v4: prunes v3, not past it
+    names = sorted(p.name for p in (d / "m").iterdir())
+    assert "v000002" in names
+    assert tree(d / "m" / "v000002") == rolled_back
+
+
 def _two_updates_under(monkeypatch, model, name):
     """Make ``store.NAME``'s first call return after two writes moved ``CURRENT`` on (and pruned)."""
     real, calls = getattr(store, name), []
