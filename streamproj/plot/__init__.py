@@ -179,40 +179,60 @@ def save_figure(fig, figure):
         # zlib level 3, not Pillow's 6: half the encoding time (17 against 35 ms for the
         # demo's figure) and a file as small (flat colour fields compress either way)
         options["pil_kwargs"] = {"compress_level": 3}
-    if suffix in ("eps", "ps"):
-        _opaque(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format=suffix, dpi=fig.dpi, **options)
+    with _opaque(fig) if suffix in ("eps", "ps") else contextlib.nullcontext():
+        fig.savefig(buf, format=suffix, dpi=fig.dpi, **options)
     store.write_bytes(figure, buf.getbuffer())  # a full disk or no permission: one line, named
     return figure
 
 
+@contextlib.contextmanager
 def _opaque(fig):
-    """Blend every partly transparent image and patch of ``fig`` onto what lies behind it.
+    """``fig`` with every partly transparent image and patch blended onto what lies behind it.
 
     PostScript has no transparency, and the density is drawn as opacity: an
     EPS drew every filled cell at full strength, the empty cells black and the
     density key black (matplotlib said only "rendered opaque"). Images are
-    blended onto their axes' colour, patches onto white (the figure's).
+    blended onto their axes' colour (the figure's where the axes are clear,
+    else white), patches onto white; all are put back as they were on leaving.
     """
-    from matplotlib.colors import to_rgb, to_rgba
+    from matplotlib.colors import to_rgba
     from matplotlib.image import AxesImage
     from matplotlib.patches import Patch
 
-    for image in fig.findobj(AxesImage):
-        data = np.asarray(image.get_array())
-        if data.ndim == 3 and data.shape[2] == 4:
-            back = np.array(to_rgb(image.axes.get_facecolor()))
-            alpha = np.clip(np.nan_to_num(data[..., 3:]), 0, 1)
-            image.set_data(np.nan_to_num(data[..., :3]) * alpha + back * (1 - alpha))
-    for patch in fig.findobj(Patch):
-        face = to_rgba(patch.get_facecolor())
-        edge = to_rgba(patch.get_edgecolor())
-        if face[3] < 1 or edge[3] < 1:
-            patch.set_alpha(None)
-            for color, setter in ((face, patch.set_facecolor), (edge, patch.set_edgecolor)):
-                if color[3] > 0:  # (a colour of no opacity stays none: nothing is drawn)
-                    setter([c * color[3] + (1 - color[3]) for c in color[:3]])
+    def back(image):
+        for color in (image.axes.get_facecolor(), fig.get_facecolor()):
+            rgba = to_rgba(color)
+            if rgba[3] > 0:  # (blended onto white where it is partly clear)
+                return np.array([c * rgba[3] + (1 - rgba[3]) for c in rgba[:3]])
+        return np.ones(3)
+
+    images, patches = [], []  # what was there, put back on leaving
+    try:
+        for image in fig.findobj(AxesImage):
+            data = image.get_array()
+            rgba = np.asarray(data)
+            if rgba.ndim == 3 and rgba.shape[2] == 4:
+                images.append((image, data))
+                alpha = np.clip(np.nan_to_num(rgba[..., 3:]), 0, 1)
+                image.set_data(np.nan_to_num(rgba[..., :3]) * alpha + back(image) * (1 - alpha))
+        for patch in fig.findobj(Patch):
+            face = to_rgba(patch.get_facecolor())
+            edge = to_rgba(patch.get_edgecolor())
+            if face[3] < 1 or edge[3] < 1:
+                patches.append((patch, patch.get_alpha(), face, edge))
+                patch.set_alpha(None)
+                for color, setter in ((face, patch.set_facecolor), (edge, patch.set_edgecolor)):
+                    if color[3] > 0:  # (a colour of no opacity stays none: nothing is drawn)
+                        setter([c * color[3] + (1 - color[3]) for c in color[:3]])
+        yield fig
+    finally:
+        for image, data in images:
+            image.set_data(data)
+        for patch, alpha, face, edge in patches:
+            patch.set_alpha(alpha)
+            patch.set_facecolor(face)
+            patch.set_edgecolor(edge)
 
 
 def _mark_options(suffix):
