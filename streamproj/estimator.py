@@ -1349,6 +1349,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
         ``update``) is not replaced by one without them: the next ``update``
         would merge those sources again, and ``forget`` could not drop them.
         """
+        _check_model_path(path)
         with store.model_lock(path):
             there = store.read_model_meta(path) or {}
             held = [e.get("url") if isinstance(e, dict) else e for e in there.get("sources") or []]
@@ -1514,6 +1515,14 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return model.get_params(deep=False)
 
 
+def _check_model_path(path):
+    """Refuse an empty path (``load(os.environ.get("MODEL", ""))``): it is the current folder."""
+    if isinstance(path, str) and not path.strip():
+        msg = "the model path is empty; give the model directory's path"
+        raise InputError(msg)
+
+
 def load(path: str | Path) -> "BoundaryProjector":
     """Load a model directory written by :meth:`BoundaryProjector.save`."""
+    _check_model_path(path)
     return BoundaryProjector.from_state(store.read_record(path))

@@ -794,3 +794,18 @@ def test_a_failed_merge_of_summaries_keeps_the_boundary_classes(tmp_path):
     assert back.meta_["params"]["boundary"]["classes"] == ["neg", "pos"]
     with pytest.raises(InputError, match="the data hold the class 'zzz'"):
         back.partial_fit_stats(unknown)
+
+
+@pytest.mark.parametrize("path", ["", "  "])
+def test_an_empty_model_path_is_refused_by_load_and_save(path, tmp_path, monkeypatch):
+    """``sp.load("")`` loaded a model from the current folder (``os.environ.get("MODEL", "")``
+    with MODEL unset); ``save("")`` said "model  is the current folder"."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    model = sp.BoundaryProjector().fit(rng.normal(size=(200, 3)) + y[:, None], y)
+    monkeypatch.chdir(tmp_path)
+    model.save(tmp_path / "m")
+    monkeypatch.chdir(tmp_path / "m")  # a model right here: still no path given
+    for call in (lambda: sp.load(path), lambda: model.save(path)):
+        with pytest.raises(InputError, match="the model path is empty"):
+            call()
