@@ -2208,6 +2208,8 @@ def write_model(path, meta, stats, solution, base=None, summaries=None):
     ``summaries.npz``.
     """
     if not is_local(path):
+        # (the chain is a local model's: a local model saved here named its local versions)
+        meta = {k: v for k, v in meta.items() if k != _PREVIOUS}
         return _write_remote_model(path, meta, stats, solution, base, summaries)
     with storage_errors(f"model {path}"):
         return _write_local_model(_real(path), path, meta, stats, solution, base, summaries)

@@ -441,3 +441,35 @@ def test_a_version_claim_refused_by_the_store_is_never_a_plain_put_over_it(code,
     else:
         assert store._claim(fs, "b/m/v000002/model.json", b"{}") is claimed
     assert fs.puts == (["b/m/v000002/model.json"] if plain else [])
+
+
+def test_a_local_model_saved_to_s3_names_no_local_version_it_came_from(bucket, tmp_path):
+    """A local model.json names the version it was written from (its pruning chain); saved to
+    an object store, that local name was carried into the remote model.json."""
+    import json
+
+    import s3fs
+
+    X, y = make_classes(n=400, p=3, seed=52)
+    local = tmp_path / "m"
+    assert main(["fit", _local_zarr(tmp_path / "a.zarr", X[:200], y[:200]), "--model",
+                 str(local), "--no-progress"]) == 0
+    assert main(["update", str(local), _local_zarr(tmp_path / "b.zarr", X[200:], y[200:]),
+                 "--no-progress"]) == 0
+    assert "previous_version" in json.loads((local / "v000002" / "model.json").read_text())
+    sp.load(local).save(f"{bucket}/model")
+    record = store.read_record(local)  # (as a job copies a record: its meta as read)
+    with store.model_lock(f"{bucket}/copied"):
+        store.write_record(f"{bucket}/copied", record)
+    fs = s3fs.S3FileSystem()
+    remote = [n for n in fs.find(bucket.replace("s3://", "")) if n.endswith("model.json")]
+    assert remote
+    for name in remote:
+        assert "previous_version" not in json.loads(fs.cat(name))
+
+
+def _local_zarr(path, X, y):
+    group = zarr.open_group(str(path), mode="w")
+    group.create_array("X", data=X, chunks=(100, X.shape[1]))
+    group.create_array("y", data=y, chunks=(100,))
+    return str(path)
