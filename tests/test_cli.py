@@ -383,11 +383,11 @@ KILL_DURING_UPDATE = """
 import sys, time
 import streamproj.store as store
 original = store._write_version
-def paused(folder, *args):
-    original(folder, *args)
+def paused(folder, *args, **kwargs):
+    original(folder, *args, **kwargs)
     if "{when}" == "before-swap":
         print("READY", flush=True); time.sleep(60)
-def half(folder, meta, stats, solution, *rest):
+def half(folder, meta, stats, solution, *rest, **kwargs):
     folder.mkdir(parents=True)
     (folder / "model.json").write_text("{{")
     print("READY", flush=True); time.sleep(60)
