@@ -2419,13 +2419,18 @@ def _again_if_moved(read):
     return read()
 
 
+def _moved_from(path, current):
+    """The :class:`_MovedOn` of a reader of version ``current`` of ``path``."""
+    msg = f"model {path} moved on from version {current} while this job read it; rerun the job"
+    return _MovedOn(msg)
+
+
 def _moved_on(path, folder, current):
     """A :class:`_MovedOn` when ``CURRENT`` no longer names ``current``; None when it still does."""
     now = _pointed(folder)
     if now is None or now == current:
         return None
-    msg = f"model {path} moved on from version {current} while this job read it; rerun the job"
-    return _MovedOn(msg)
+    return _moved_from(path, current)
 
 
 def _model_files_once(path, names, optional):
@@ -2637,12 +2642,6 @@ def _local_summaries(path, current, where):
     """
     model = local_path(path)
     version = model / current
-
-    def moved():
-        msg = (f"model {path} moved on from version {current} while this job read it; "
-               "rerun the job")
-        return _MovedOn(msg)
-
     try:
         names = sorted(os.listdir(version / _SUMMARIES))
     except FileNotFoundError:
@@ -2655,7 +2654,7 @@ def _local_summaries(path, current, where):
             data = (version / "summaries.npz").read_bytes()
         except FileNotFoundError:
             if not version.is_dir():
-                raise moved() from None
+                raise _moved_from(path, current) from None
             data = None
         summaries = _summaries_of_npz(data, where)
     else:
@@ -2664,7 +2663,7 @@ def _local_summaries(path, current, where):
             try:
                 long_ids = json.loads((version / _SUMMARIES / _LONG_IDS).read_bytes())
             except FileNotFoundError:
-                raise moved() from None
+                raise _moved_from(path, current) from None
             except (OSError, ValueError) as exc:
                 msg = f"{where}/{_SUMMARIES}/{_LONG_IDS} is damaged: {_short(exc)}"
                 raise ModelError(msg) from None
@@ -2676,7 +2675,7 @@ def _local_summaries(path, current, where):
         summaries = Summaries(files, where)
     # another version made current meanwhile: this one may be pruned, its listing partial
     if _current_version(model) != current:
-        raise moved()
+        raise _moved_from(path, current)
     return summaries
 
 

@@ -550,8 +550,7 @@ def as_labels(y: Any, name: str = "y") -> np.ndarray | da.Array:
         if not isinstance(y, da.Array):
             native = getattr(y, "chunks", None)
             chunks = native if isinstance(native, tuple) and native else "auto"
-            y = da.from_array(direct_reader(y), chunks=chunks, lock=False, asarray=True,
-                              fancy=False)
+            y = _chunked(y, chunks)
         if y.ndim == 2:
             _one_column(y.shape, name)
             y = y[:, 0]
@@ -605,6 +604,15 @@ def _row_slices(n_rows, chunk_rows):
     return sizes + ((n_rows % chunk_rows,) if n_rows % chunk_rows else ()) or (0,)
 
 
+def _chunked(array, chunks):
+    """A dask array over a chunked array-like (Zarr, HDF5, ...), read chunk by chunk.
+
+    Whole chunks of a local Zarr array are decoded in place (:mod:`streamproj.direct`).
+    """
+    return da.from_array(direct_reader(array), chunks=chunks, lock=False, asarray=True,
+                         fancy=False)
+
+
 def _in_memory_dask(X, row_chunks, kind):
     """A dask array whose chunks are views of an in-memory numpy array (no copy).
 
@@ -647,8 +655,7 @@ def as_dask_rows(X: Any, chunk_rows: int | None = None, name: str = "X") -> da.A
             chunks = (native[0], -1)
         else:
             chunks = (chunk_rows or _default_rows(X.shape[1]), -1)
-        arr = da.from_array(direct_reader(X), chunks=chunks, lock=False, asarray=True,
-                            fancy=False)
+        arr = _chunked(X, chunks)
     check_matrix(arr, name)
     if np.isnan(arr.shape[0]):
         arr = arr.compute_chunk_sizes()
@@ -683,8 +690,7 @@ def as_dask_labels(y: Any, row_chunks: tuple[int, ...] | list[int],
             raise InputError(msg)
         if isinstance(y, np.ndarray):
             return _in_memory_dask(_exact_labels(y, 0, yname), tuple(row_chunks), "labels")
-        y = da.from_array(direct_reader(y), chunks=(row_chunks,), lock=False, asarray=True,
-                          fancy=False)
+        y = _chunked(y, (row_chunks,))
     if y.ndim != 1:
         msg = f"{yname} must be 1-D with one label per row; got shape {tuple(y.shape)}"
         raise InputError(msg)
