@@ -601,16 +601,14 @@ class _SummaryClassifier:
         kept = dict(self.__dict__)
         try:
             self._update(self.stats_, strict=True)
-        except StreamprojError as exc:
+        except BaseException as exc:
             self.__dict__.clear()
             self.__dict__.update(kept)
+            if not isinstance(exc, StreamprojError):
+                raise
             msg = (f"cannot {doing}: the parameters set since the fit ({', '.join(changed)}) "
                    f"cannot be solved from its summaries: {exc}")
             raise type(exc)(msg) from None
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(kept)
-            raise
 
     def _drop_solution(self, reason):
         for name in (*self._solution_attributes, "_deferred_lda"):
