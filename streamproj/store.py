@@ -17,8 +17,9 @@ What is atomic where
 A new version is written completely into a hidden staging folder, renamed to
 ``vNNNNNN`` and only then named by ``CURRENT`` (replaced with ``os.replace``,
 atomic), so a reader or a job killed at any point sees the old model or the
-new one. Its ``.uncommitted`` marker, dropped once ``CURRENT`` names it, tells
-a killed write's orphan from a version the user rolled back from by hand (kept). A source's summary that a new version keeps unchanged is hard-linked
+new one. Its ``.uncommitted`` marker, dropped once the version is complete and
+just before ``CURRENT`` names it, tells a killed write's orphan from a version
+the user rolled back from by hand (kept). A source's summary that a new version keeps unchanged is hard-linked
 from the version before (copied where the file system has no hard links): a
 nightly update writes its new source's summary, not every source's again.
 Writers hold the lock file ``.MODEL.lock`` beside the model's real path
@@ -1974,9 +1975,9 @@ def _new_file(path, data):
         os.fsync(f.fileno())
 
 
-# In a version written beside the live one until ``CURRENT`` names it: a version holding it
-# that ``CURRENT`` does not name is an interrupted write's (removable); one without it was
-# committed (a version the user rolled back from by hand, or written before the marker).
+# In a version written beside the live one until it is complete: a version holding it that
+# ``CURRENT`` does not name is an interrupted write's (removable); one without it was committed
+# (rolled back from by hand, written before the marker, or killed just before the switch).
 _UNCOMMITTED = ".uncommitted"
 
 
@@ -2107,7 +2108,7 @@ def _orphan(folder):
 
 
 def _committed(folder):
-    """Drop a version's :data:`_UNCOMMITTED` marker once ``CURRENT`` names it."""
+    """Drop a version's :data:`_UNCOMMITTED` marker: it is complete, and ``CURRENT`` names it next."""
     try:
         os.unlink(folder / _UNCOMMITTED)
     except FileNotFoundError:
@@ -2263,6 +2264,10 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
     finally:
         if staging.exists():
             _remove(staging)
+    # The marker goes before the switch: a kill between the two leaves a complete version
+    # CURRENT never named (kept, like one rolled back from), where the other order left the
+    # live version marked, and a hand rollback before the next writer made it an "orphan".
+    _committed(path / name)
     try:
         _write_pointer(path, name)
     except BaseException:
@@ -2271,7 +2276,6 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
         if _pointed(path) != name:
             _remove(path / name)
         raise
-    _committed(path / name)
     versions = [p.name for p in path.iterdir() if _version_number(p.name) >= 0]
     for old in _ancestors(path, current, versions):
         if old not in (name, current):

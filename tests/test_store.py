@@ -517,6 +517,39 @@ def test_an_orphan_version_does_not_wedge_the_model(setup, capsys, tmp_path):
     assert sorted(p.name for p in (d / "m").iterdir()) == ["CURRENT", "v000002", "v000003"]
 
 
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_a_kill_at_the_switch_then_a_hand_rollback_keeps_the_version(setup, capsys, when):
+    # killed right after CURRENT named v000002 (the marker was still there), then CURRENT set
+    # back by hand: the next update deleted v000002 as an orphan (found by the review)
+    d, X, y = setup
+    write_zarr(d / "b.zarr", X[:50] + 1.0, y[:50])
+    write_zarr(d / "c.zarr", X[50:90] - 1.0, y[50:90])
+    script = textwrap.dedent(f"""
+        import os, sys
+        from streamproj import cli, store
+        write = store._write_pointer
+        def killed(folder, name):
+            if {when == "after"}:
+                write(folder, name)
+            os._exit(137)  # a SIGKILL: no except, no finally
+        store._write_pointer = killed
+        sys.exit(cli.main(["update", {str(d / "m")!r}, {str(d / "b.zarr")!r}, "--no-progress"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 137, proc.stderr
+    assert (d / "m" / "CURRENT").read_text().strip() == ("v000002" if when == "after" else "v000001")
+    assert not (d / "m" / "v000002" / store._UNCOMMITTED).exists()
+    written = tree(d / "m" / "v000002")
+    (d / "m" / "CURRENT").write_text("v000001\n")
+    assert run("update", d / "m", d / "c.zarr") == 0
+    assert "(v000003)" in capsys.readouterr().out
+    assert tree(d / "m" / "v000002") == written
+    assert sp.load(d / "m").stats_.n_samples == 340
+    (d / "m" / "CURRENT").write_text("v000002\n")
+    assert sp.load(d / "m").stats_.n_samples == 350
+
+
 def test_a_version_rolled_back_by_hand_is_kept_and_its_name_never_reused(setup, capsys):
     # `echo v000001 > m/CURRENT` after an update: the next update deleted v000002 as an
     # orphan and wrote another v000002 in its place (found by the review)
