@@ -83,6 +83,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from .direct import direct_reader
 from .errors import InputError, ModelError, OutputExistsError, StorageError, StreamprojError
 from .record import ModelRecord
 from .stats import ClassStats
@@ -913,6 +914,9 @@ class CheckedArray:
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
         self.chunks = array.chunks
         self._token = uuid.uuid4().hex
+        # whole chunks of zarr's default layout decoded in place (the rest, and every error,
+        # by zarr): validation's readers cannot see the Zarr array inside this wrapper
+        self._read = direct_reader(array)
 
     def __len__(self):
         return self.shape[0]
@@ -926,7 +930,7 @@ class CheckedArray:
 
     def __getitem__(self, key):
         try:
-            return self.array[key]
+            return self._read[key]
         except Exception as exc:
             if not _is_expected(exc):
                 raise
