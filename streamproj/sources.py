@@ -699,6 +699,21 @@ def listing(names: Iterable[Any]) -> str:
     return shown or "none"
 
 
+def _separator_hint(columns):
+    """What to do when a CSV header read as one column is split by another separator, else ''.
+
+    ``a;b;y`` read as one column ``'a;b;y'``, and "has no label column 'y'" alone
+    left the user to spot why.
+    """
+    if len(columns) != 1 or not isinstance(columns[0], str):
+        return ""
+    for sep, name in ((";", "';'"), ("\t", "tabs"), ("|", "'|'")):
+        if sep in columns[0]:
+            return (f"the header looks separated by {name}: CSV inputs must be separated by "
+                    f"commas (e.g. pandas.read_csv(path, sep=...).to_csv(new_path, index=False))")
+    return ""
+
+
 def _target_rows(n_features, chunk_rows, unit=1):
     """Rows per chunk: ``chunk_rows`` or ~64 MiB of float64, a multiple of ``unit`` (≥ unit)."""
     rows = chunk_rows or max(1, DEFAULT_CHUNK_BYTES // (8 * max(1, n_features)))
@@ -735,7 +750,7 @@ def _read_twice(names, features, label):
 
 
 def _select(where, columns, numeric, features, label, label_given, require_y, what="column",
-            skip=(), hint=_FEATURES_HINT):
+            skip=(), hint=_FEATURES_HINT, csv=False):
     """Resolve the feature and label names of a table.
 
     Parameters
@@ -757,6 +772,8 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
         Columns that are no features unless named (a saved pandas index).
     hint : str
         What the message about a feature not found tells to do.
+    csv : bool
+        The table is a CSV file (a header of one column may be split by another separator).
 
     Returns
     -------
@@ -768,7 +785,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
         lab = label
     elif label_given or require_y:
         msg = (f"{where} has no label {what} {label!r} ({plural}: {listing(columns)}); "
-               f"name it with --label")
+               f"{(csv and _separator_hint(columns)) or 'name it with --label'}")
         raise InputError(msg)
     else:
         lab = None
@@ -795,7 +812,7 @@ def _select(where, columns, numeric, features, label, label_given, require_y, wh
             chosen += [c for c in hits if c not in chosen]
     if not chosen:
         msg = (f"{where} has no feature {plural} ({plural}: {listing(columns)}); "
-               "name them with --features")
+               f"{(csv and _separator_hint(columns)) or 'name them with --features'}")
         raise InputError(msg)
     for name in chosen:
         ok, kind = numeric(name)
@@ -1234,7 +1251,7 @@ def _open_csv(ctx, features, label, label_given):
         return False, f"{col.iloc[at]!r} at row {at}"
 
     cols, lab = _select(ctx.base, columns, numeric, features, label, label_given, ctx.require_y,
-                        hint=ctx.hint)
+                        hint=ctx.hint, csv=True)
     x_dtype = np.dtype(np.float64)  # text has no stored type; integers become floats too
     y_dtype = None
     if lab is not None:

@@ -1189,6 +1189,24 @@ def test_a_column_name_with_spaces_around_it_is_listed_quoted(tmp_path, capsys):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize(("sep", "said"), [(";", "';'"), ("\t", "tabs"), ("|", "'|'")])
+def test_a_csv_separated_by_something_else_is_said_so(tmp_path, capsys, sep, said):
+    # a European export ('a;b;y'): "has no label column 'y' (columns: a;b;y)" and no more
+    (tmp_path / "d.csv").write_text(f"a{sep}b{sep}y\n1{sep}2{sep}0\n3{sep}4{sep}1\n")
+    for extra in ([], ["--label", "a"]):
+        assert main(["fit", str(tmp_path / "d.csv"), "--model", str(tmp_path / "m"), *extra]) == 2
+        line = one_error_line(capsys)
+        assert f"the header looks separated by {said}: CSV inputs must be separated by commas" in line
+    assert not (tmp_path / "m").exists()
+    # a Parquet column with a semicolon in its name is no separator
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"a;b": [1.0, 2.0]}), str(tmp_path / "d.parquet"))
+    assert main(["fit", str(tmp_path / "d.parquet"), "--model", str(tmp_path / "m")]) == 2
+    assert "looks separated" not in one_error_line(capsys)
+
+
 def test_a_csv_whose_lines_end_in_a_comma_reads_each_column_as_named(tmp_path):
     # every line one empty field past the header (an export's trailing comma): pandas took the
     # first column for the index, so the labels were read from the next column (y = a's values)
