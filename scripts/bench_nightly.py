@@ -132,7 +132,8 @@ progress = false
                        "rows_merged": sum(s["rows_merged"] for s in steps[0]["sources"]),
                        "rows_written": steps[1]["rows_written"],
                        "drift_deg": steps[1].get("drift_deg"),
-                       "one_read": bool(steps[1].get("one_read")), **floor})
+                       "one_read": bool(steps[1].get("one_read")), **floor,
+                       "timings": steps[-1].get("timings")})
         print(json.dumps(nights[-1]), file=sys.stderr)
     out = {"nights": nights}
     if args.nights >= 2:
