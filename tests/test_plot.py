@@ -1071,6 +1071,23 @@ def test_many_classes_show_the_largest_and_other():
     assert "the 4 largest are shown" in " ".join(t.get_text() for t in fig.texts)
 
 
+def test_a_class_named_other_is_not_confused_with_the_rest():
+    # a class literally named "other" was one legend entry and the hidden classes another,
+    # both "other (…)", and the note called the grey ones 'other' too
+    X, y = make_classes(n=6000, p=5, k=12, seed=5)
+    names = np.array(["other" if v == 0 else f"c{v}" for v in y])
+    names[y == 3] = "other"  # the largest class: shown under its own name
+    m = sp.BoundaryProjector().fit(X, names)
+    fig = plot_projection(m, X, names, top=4)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sum(lab.startswith("other (") for lab in labels) == 1
+    assert sum(lab.startswith("other classes (") for lab in labels) == 1
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "are grey ('other classes')" in text
+    assert ClassMap(np.array(["other", "other classes", "x"])).names[-1] == "(other classes)"
+    assert ClassMap(np.array(["a", "b"])).names[-1] == "other"
+
+
 def test_a_legend_of_hundreds_of_colours_lists_the_largest_and_counts_the_rest():
     # --top 200 gave a legend of 200 swatches that filled the figure
     X, y = make_classes(n=9000, p=8, k=60, seed=3)

@@ -582,7 +582,7 @@ def _class_legend(names, rows, colors, most=LEGEND_CLASSES):
     drawn = [k for k, r in enumerate(rows) if r > 0]
     keep = sorted(sorted(drawn, key=lambda k: -rows[k])[:most])  # the largest, in order
     rest = [k for k in drawn if k not in set(keep)]
-    other = " ('other' is one)" if rows[-1] > 0 else ""  # the last bucket: see ClassMap
+    other = f" ({names[-1]!r} is one)" if rows[-1] > 0 else ""  # the last bucket: see ClassMap
     note = (f"legend: the {len(keep)} largest of the {len(drawn):,} colours drawn{other}; the "
             f"other {len(rest):,} ({sum(int(rows[k]) for k in rest):,} rows) are named by the "
             "HTML view's hover (--output view.html; it colours up to 199 classes, --top 199)")
@@ -750,14 +750,14 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
         hidden = len(source.classes) - (cm.n_buckets - 1)
         notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
                      f"the other {hidden:,} class{'es' if hidden != 1 else ''} "
-                     f"({cm.hidden_rows:,} rows) {'are' if hidden != 1 else 'is'} grey ('other'); "
+                     f"({cm.hidden_rows:,} rows) {'are' if hidden != 1 else 'is'} grey ({cm.other_name!r}); "
                      "--top N colours more")
     # "other" also holds the rows whose label is none of the model's classes (new data
     # projected by an older model): said, not left to pass for classes not shown
     unknown = int(summary.rows[-1]) - cm.hidden_rows
     if unknown:
         notes.append(f"{unknown:,} rows ({unknown / max(n, 1):.2%}) have labels the model does not "
-                     f"know (none of its {len(source.classes):,} classes): grey, in 'other'")
+                     f"know (none of its {len(source.classes):,} classes): grey, in {cm.other_name!r}")
     d = source.blocks.arrays["z"].shape[1]
     if axes is None and d > MAX_GRID_AXES:
         notes.append(f"axes z[{MAX_GRID_AXES}]..z[{d - 1}] not drawn; choose a pair with --axes I,J")

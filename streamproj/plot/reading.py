@@ -408,6 +408,9 @@ class ClassMap:
     hidden_rows : int
         Rows of the model's classes in "other" (by ``counts``); the rest of
         its rows have labels the model does not know.
+    other_name : str
+        The last bucket's name: "other", or "other classes" where a class
+        shown on its own is named "other".
     """
 
     def __init__(self, classes, counts=None, top=8):
@@ -435,7 +438,13 @@ class ClassMap:
             table[self.classes.astype(np.int64) - lo] = lut
             self._dense = (lo, table)
         self._byte_tables = {}  # labels of 1- or 2-byte integer dtypes: a table over all values
-        self.names = [str(c) for c in self.classes[shown]] + ["other"]
+        names = [str(c) for c in self.classes[shown]]
+        # a class shown under the name "other" would have two legend entries of that name
+        other = "other" if "other" not in names else "other classes"
+        while other in names:
+            other = f"({other})"
+        self.other_name = other
+        self.names = [*names, other]
 
     def bucket_of_class(self, position):
         """Bucket of the class at ``position`` in ``classes``."""

@@ -675,10 +675,10 @@
       outsideNote() +
       (M.classes_total > B - 1 ? `${M.classes_total.toLocaleString()} classes: the ${B - 1} largest have colours, ` +
         `the other ${(M.classes_total - B + 1).toLocaleString()} ${M.classes_total - B + 1 === 1 ? "class" : "classes"} ` +
-        `(${(totals[B - 1] - (M.unknown || 0)).toLocaleString()} rows) are 'other'. ` : "") +
+        `(${(totals[B - 1] - (M.unknown || 0)).toLocaleString()} rows) are '${M.names[B - 1]}'. ` : "") +
       // "other" also holds labels none of the model's classes: said, not passed off as classes
       (M.unknown ? `${M.unknown.toLocaleString()} rows (${pct(M.unknown)}) have labels the model does not know ` +
-        `(none of its ${M.classes_total.toLocaleString()} classes): they are 'other'.` : "");
+        `(none of its ${M.classes_total.toLocaleString()} classes): they are '${M.names[B - 1]}'.` : "");
     let drag = null;
     canvas.addEventListener("wheel", (e) => {
       e.preventDefault();
