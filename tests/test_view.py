@@ -1644,6 +1644,20 @@ def test_browser_dense_rows_keep_the_pixel_size_level(page_of, dense_view, stret
     assert problems == []
 
 
+def test_browser_a_class_named_other_is_not_the_rest(page_of):
+    X, y = make_classes(n=4000, p=4, k=10, seed=2)
+    names = np.array([f"c{v}" for v in y], dtype="<U5")
+    names[y == 0] = "other"
+    names[y == 1] = "other"  # the largest: coloured under its own name
+    m = sp.BoundaryProjector().fit(X, names)
+    page, problems = page_of(view_projection(m, X, names, top=3))
+    assert "are 'other classes'" in page.inner_text("#sp-notes")
+    legend = page.inner_text("#sp-legend")
+    assert legend.count("other classes") == 1
+    assert legend.count("other") == 2  # the class, and the rest
+    assert problems == []
+
+
 def test_browser_labels_the_model_does_not_know_are_said_to_be_other(page_of):
     # rows of a class the model lacks were grey 'other' with no word of why (and, past --top,
     # counted with the classes not shown: "the rest are 'other'")
