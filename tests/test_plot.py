@@ -1316,6 +1316,23 @@ def test_plot_replaces_only_what_it_wrote_in_every_format(projected, capsys, tmp
         assert (d / name).read_bytes() == before
 
 
+def test_webp_is_lossless_and_jpeg_keeps_the_colours_of_the_png(projected):
+    # WebP and JPEG were written at Pillow's defaults (lossy, quality 75, chroma halved): the
+    # colours of neighbouring cells, each a mix of classes by count, bled into each other
+    from PIL import Image
+
+    d = projected
+    for suffix in ("png", "webp", "jpg"):
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / f"g.{suffix}")]) == 0
+    png = np.asarray(Image.open(d / "g.png").convert("RGB"), dtype=np.int16)
+    webp = np.asarray(Image.open(d / "g.webp").convert("RGB"), dtype=np.int16)
+    jpg = np.asarray(Image.open(d / "g.jpg").convert("RGB"), dtype=np.int16)
+    assert np.array_equal(webp, png)
+    error = np.abs(jpg - png)
+    assert error.mean() < 1.0, error.mean()
+    assert np.percentile(error, 99) <= 12, np.percentile(error, 99)
+
+
 def test_a_failed_plot_leaves_the_old_figure_whole_and_keeps_link_and_mode(projected, capsys,
                                                                           monkeypatch):
     import os

@@ -242,11 +242,15 @@ def _mark_options(suffix):
         return {"metadata": {"Software": mark}}
     if suffix in ("pdf", "svg", "eps", "ps"):
         return {"metadata": {"Creator": mark}}
-    pil = {"jpg": "comment", "jpeg": "comment", "tif": "description", "tiff": "description"}
-    if suffix in pil:
-        return {"pil_kwargs": {pil[suffix]: mark}}
+    # The colours are counts mixed by class: WebP is written lossless, and JPEG (lossy by
+    # design) at quality 95 with full colour resolution (Pillow's 75 and halved chroma blurred
+    # the mixed colours of neighbouring cells into each other).
+    if suffix in ("jpg", "jpeg"):
+        return {"pil_kwargs": {"comment": mark, "quality": 95, "subsampling": 0}}
+    if suffix in ("tif", "tiff"):
+        return {"pil_kwargs": {"description": mark}}
     if suffix == "webp":
-        return {"pil_kwargs": {"xmp": FIGURE_MARK}}
+        return {"pil_kwargs": {"xmp": FIGURE_MARK, "lossless": True}}
     return {}
 
 
