@@ -2,6 +2,7 @@ import re
 
 import dask.array as da
 import matplotlib.image as mpimg
+import matplotlib.text
 import numpy as np
 import pandas as pd
 import pytest
@@ -815,6 +816,28 @@ def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     assert ax.get_ylabel().startswith("z[2]")
     with pytest.raises(InputError, match="axes must be two different axes"):
         plot_projection(m, X, y, axes=(0, 5))
+
+
+def test_the_density_key_states_each_panels_cell_when_they_differ():
+    # one key under a pair grid gave the first panel's cell alone ("cell 0.0712 x 0.0712")
+    # while the others' cells were of other sizes
+    X, y = make_classes(n=6000, p=6, k=3, seed=4)
+    X[:, 2] *= 30.0
+    m = sp.BoundaryProjector(n_components=3).fit(X, y)
+    fig = plot_projection(m, X, y)
+    texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    assert any("rows per cell (each panel's cell in the notes)" in t for t in texts)
+    note = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    summary = fig.streamproj_summary
+    for i, j in summary.pairs:
+        (x0, x1), (y0, y1) = summary.limits[i], summary.limits[j]
+        _, bx, by = summary.grid((i, j)).shape
+        assert f"z[{i}] x z[{j}]" in note
+        assert f"{(x1 - x0) / bx:.3g} x {(y1 - y0) / by:.3g}" in note
+    one = plot_projection(m, X, y, axes=(0, 1))
+    texts = [t.get_text() for t in one.findobj(matplotlib.text.Text)]
+    assert any(re.search(r"rows per cell \(cell [0-9.e+-]+ x [0-9.e+-]+\)", t) for t in texts)
+    assert "cells of the density key" not in " ".join(t.get_text() for t in one.texts)
 
 
 def _tie_points(ax):

@@ -399,6 +399,17 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     row_span = [next(p.drawn_spans[1] for r, _, p in projection if r == i) for i in range(nrow)]
     if stretch:
         notes = [*notes, _stretch_panels(projection, pca, sum(row_span) / sum(col_span))]
+    # one key for every panel: its cell is said there when all are alike, else each panel's
+    # in the notes (the key gave the first panel's alone, under a pair grid of other sizes)
+    sizes: dict[str, list[str]] = {}
+    for p in panels:
+        sizes.setdefault(_cell_size(p), []).append(_plane_name(p))
+    if len(sizes) == 1:
+        cell = f"cell {next(iter(sizes))}"
+    else:
+        cell = "each panel's cell in the notes"
+        notes = [*notes, "cells of the density key: " + "; ".join(
+            f"{', '.join(names)} {size}" for size, names in sizes.items())]
     margin_lines = margin.pop("lines", []) if margin is not None else []
     main_h = 4.0 if nrow == 1 else 4.8
     ratio = sum(col_span) / sum(row_span)
@@ -527,7 +538,6 @@ def draw(projection, *, title, subtitle, legend, colors, margin=None, pca=(), no
     fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.5 / fig_w, top + 0.42 / fig_h),
                ncol=legend_cols, frameon=False, fontsize=9, handlelength=1.4,
                columnspacing=1.3, borderaxespad=0)
-    cell = _cell_text(projection[0][2])
     notes_h = 0.1 + 0.16 * len(text)
     _density_key(fig, [0.7 / fig_w, (notes_h + 0.22) / fig_h, min(3.0, fig_w - 1.0) / fig_w,
                        0.13 / fig_h], vmax, cell)
@@ -636,7 +646,12 @@ def _legend_columns(legend, width_in, dpi, fontsize=9):
     return int(max(1, min(len(legend), 6, width_in // per)))
 
 
-def _cell_text(panel):
+def _cell_size(panel):
     (x0, x1), (y0, y1) = panel.limits
     _, bx, by = panel.grid.shape
-    return f"cell {(x1 - x0) / bx:.3g} x {(y1 - y0) / by:.3g}"
+    return f"{(x1 - x0) / bx:.3g} x {(y1 - y0) / by:.3g}"
+
+
+def _plane_name(panel):
+    """``z[0] x z[1]``: a panel's axes without their descriptions."""
+    return f"{panel.xlabel.split(':')[0]} x {panel.ylabel.split(':')[0]}"
