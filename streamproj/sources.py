@@ -1736,6 +1736,11 @@ def _open_xarray(ctx, x, features, label, label_given):
         cols = list(used)
         xname = _x_label(ctx, features, cols)
     if lab is not None and ds[lab].dims != (row_dim,):
+        if features is None and ds[lab].dims == (feat_dim,):  # X stored (feature, row)
+            msg = (f"{ctx.base}:{x} has dimensions {var.dims}: its rows run along {feat_dim!r}, "
+                   f"as {lab}'s do, but X is read as (rows x features); store it transposed "
+                   f"(e.g. ds[{x!r}].transpose({feat_dim!r}, {row_dim!r}) in xarray)")
+            raise InputError(msg)
         msg = (f"{ctx.base}:{lab} must be 1-D along {row_dim!r} (one label per row); it has "
                f"dimensions {ds[lab].dims}")
         raise InputError(msg)

@@ -1189,6 +1189,21 @@ def test_a_column_name_with_spaces_around_it_is_listed_quoted(tmp_path, capsys):
     assert not (tmp_path / "m").exists()
 
 
+def test_a_netcdf_x_stored_feature_by_row_is_said_so(tmp_path, capsys):
+    # "t.nc:y must be 1-D along 'feature' (one label per row); it has dimensions ('row',)":
+    # the label was right, X the other way round
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset({"X": (("feature", "row"), rng.normal(size=(5, 200))),
+                     "y": (("row",), rng.integers(0, 2, 200))})
+    ds.to_netcdf(tmp_path / "t.nc", engine="h5netcdf")
+    assert main(["fit", str(tmp_path / "t.nc"), "--model", str(tmp_path / "m")]) == 2
+    line = one_error_line(capsys)
+    assert "t.nc:X has dimensions ('feature', 'row'): its rows run along 'row', as y's do" in line
+    assert "ds['X'].transpose('row', 'feature')" in line
+    assert not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize(("sep", "said"), [(";", "';'"), ("\t", "tabs"), ("|", "'|'")])
 def test_a_csv_separated_by_something_else_is_said_so(tmp_path, capsys, sep, said):
     # a European export ('a;b;y'): "has no label column 'y' (columns: a;b;y)" and no more
