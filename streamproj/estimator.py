@@ -283,6 +283,27 @@ def _refuse_non_numeric_column(X):
         raise InputError(msg) from None
 
 
+def _not_among(labels, declared):
+    """The labels (as Python values) that are not among ``declared``, compared exactly.
+
+    (numpy compares int64 labels with float64 classes, or int64 with uint64, as
+    float64, where 2**53 + 1 == 2**53: a label that was not declared was taken as
+    the class next to it.) Python compares ints with floats exactly, and keeps
+    True == 1 and -0.0 == 0.0 as numpy does.
+    """
+    among = set(np.asarray(declared).tolist())
+    return [label for label in np.asarray(labels).tolist() if label not in among]
+
+
+def _declared_index(declared, labels):
+    """Where each of ``labels`` (all declared: :func:`_not_among`) sits in ``declared``.
+
+    Searched in the declared dtype, which holds every declared label exactly
+    (searched in a dtype common to both, two declared classes could be one).
+    """
+    return np.searchsorted(declared, np.asarray(labels).astype(declared.dtype))
+
+
 def _finite_block(block, block_info=None):
     """``block`` itself, once :func:`check_finite` passes it (rows named globally)."""
     with in_any_order():
@@ -437,10 +458,10 @@ class _SummaryClassifier:
                 raise InputError(msg)
             return
         if not first:
-            seen = self.stats_.classes
-            if not np.isin(seen, declared).all():
+            left_out = _not_among(self.stats_.classes, declared)
+            if left_out:
                 msg = (f"classes={declared.tolist()} leaves out labels already seen "
-                       f"({np.setdiff1d(seen, declared).tolist()})")
+                       f"({left_out})")
                 raise InputError(msg)
         self._declared = declared
 
@@ -448,8 +469,8 @@ class _SummaryClassifier:
         declared = getattr(self, "_declared", None)
         if declared is None or batch.n_classes == 0:
             return
-        unknown = np.setdiff1d(batch.classes, declared)
-        if unknown.size:
+        unknown = _not_among(batch.classes, declared)
+        if unknown:
             msg = (f"y holds label {_label(unknown[0])}, which is not among the classes "
                    f"{declared.tolist()} given to the first partial_fit; pass every label "
                    "in classes=")
@@ -629,7 +650,7 @@ class _SummaryClassifier:
         declared = getattr(self, "_declared", None)
         if declared is None:
             return np.asarray(stats.classes)
-        return declared[np.searchsorted(declared, stats.classes)]
+        return declared[_declared_index(declared, stats.classes)]
 
     def _solved_priors(self, stats):
         """The priors for the classes with rows (a subset while some declared class has none)."""
@@ -642,7 +663,7 @@ class _SummaryClassifier:
         except (TypeError, ValueError):
             return priors  # not numbers: solvers.class_priors says so
         if priors.shape[0] == declared.shape[0] != stats.n_classes:
-            priors = priors[np.searchsorted(declared, stats.classes)]
+            priors = priors[_declared_index(declared, stats.classes)]
             with np.errstate(over="ignore"):
                 total = priors.sum()
             if not 0 < total < np.inf:  # (not renormalised to NaN: say which classes)

@@ -611,6 +611,30 @@ def test_partial_fit_classes_are_checked():
     assert m.stats_.n_samples == np.sum(y < 2)  # nothing merged by the refused calls
 
 
+def test_declared_classes_are_matched_exactly():
+    # numpy compared int64 labels with float64 classes (and int64 with uint64) as float64,
+    # where 2**53 + 1 == 2**53: the label was taken as declared, and classes_ held 2**53
+    # twice (or once, for two classes of rows), so every row was predicted 2**53
+    X, y = make_classes(n=200, p=3, k=2, seed=13)
+    big = y + 2**53
+    with pytest.raises(InputError, match="label 9007199254740993, which is not among"):
+        sp.BoundaryProjector().partial_fit(X, big, classes=np.array([2.0**53, 2.0**53 + 2]))
+    labels = y.astype(np.uint64) + np.uint64(2**62)
+    with pytest.raises(InputError, match="label 4611686018427387904, which is not among"):
+        sp.BoundaryProjector().partial_fit(X, labels, classes=np.array([2**62 + 1, 2**62 + 2]))
+    # labels that are declared map to their own class, however close the classes are
+    m = sp.BoundaryProjector().partial_fit(X, labels,
+                                           classes=np.array([2**62, 2**62 + 1, 2**62 + 2]))
+    np.testing.assert_array_equal(m.classes_, [2**62, 2**62 + 1, 2**62 + 2])
+    np.testing.assert_array_equal(np.unique(m.predict(X)), [2**62, 2**62 + 1])
+    ref = sp.BoundaryProjector().fit(X, y)
+    np.testing.assert_array_equal(m.predict(X) - 2**62, ref.predict(X))
+    assert m.predict_proba(X).shape == (len(X), 3)
+    m = sp.BoundaryProjector().partial_fit(X[y == 1], big[y == 1])
+    with pytest.raises(InputError, match="leaves out labels already seen"):
+        m.partial_fit(X, big, classes=np.array([2.0**53, 2.0**53 + 2]))
+
+
 def test_a_failed_partial_fit_does_not_fix_its_classes():
     # classes= of a call that failed on its rows still fixed the label set: the next calls
     # were refused ("y holds label 2, which is not among the classes [0, 1, 5] ...")
