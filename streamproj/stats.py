@@ -224,14 +224,47 @@ def _object_labels(y, row_offset, yname):
         raise InputError(msg)
     kind = kinds.pop() if kinds else "str"
     dtype = {"bool": bool, "float": np.float64, "str": str, "bytes": bytes}.get(kind)
+    if kind != "int":
+        return np.array(values, dtype=dtype).reshape(y.shape)
     try:
-        out = np.array(values, dtype=dtype)
+        out = np.array(values)
     except OverflowError:
         out = None
-    if out is None or out.dtype == object:  # Python ints beyond 64 bits
-        msg = f"{yname} (dtype {y.dtype}) holds integer labels that do not fit in 64 bits"
-        raise InputError(msg)
+    if out is None or out.dtype.kind not in "iu":
+        # beyond 64 bits (object), or int64 with uint64 labels (float64: 2**63 + 1 was 2**63)
+        out = np.array(values, dtype=_integer_dtype([int(v) for v in values], y.dtype, yname))
     return out.reshape(y.shape)
+
+
+def _integer_dtype(values, dtype, yname):
+    """int64, or uint64 for labels above its range: the one that holds every label exactly.
+
+    (numpy makes the Python ints ``[5, 2**63]`` float64, where ``2**63 + 1`` is ``2**63``:
+    two classes became one.) Labels that no 64-bit integer holds are refused.
+    """
+    low, high = min(values, default=0), max(values, default=0)
+    if np.iinfo(np.int64).min <= low and high <= np.iinfo(np.int64).max:
+        return np.int64
+    if low >= 0 and high <= np.iinfo(np.uint64).max:
+        return np.uint64
+    if low < np.iinfo(np.int64).min or high > np.iinfo(np.uint64).max:
+        msg = f"{yname} (dtype {dtype}) holds integer labels that do not fit in 64 bits"
+    else:
+        msg = (f"{yname} (dtype {dtype}) holds negative integer labels and labels above "
+               f"{np.iinfo(np.int64).max}, which no 64-bit integer type holds together; "
+               "convert the labels to strings")
+    raise InputError(msg)
+
+
+def _label_array(y):
+    """``np.asarray(y)``, but a list of numbers typed one by one, as an object array's are.
+
+    (numpy makes the Python ints ``[5, 2**63]`` float64, merging ``2**63 + 1`` with ``2**63``.)
+    """
+    array = np.asarray(y)
+    if not hasattr(y, "dtype") and array.dtype.kind == "f" and array.size:
+        return np.array(y, dtype=object)
+    return array
 
 
 def as_labels(y, row_offset=0, name="y"):
@@ -253,7 +286,7 @@ def as_labels(y, row_offset=0, name="y"):
     name : str
         What to call ``y`` in error messages.
     """
-    y = np.asarray(y)
+    y = _label_array(y)
     kind = y.dtype.kind
     if kind == "O" or (kind == "T" and hasattr(y.dtype, "na_object")):
         y = _object_labels(y.astype(object), row_offset, name)
@@ -277,7 +310,7 @@ def as_labels(y, row_offset=0, name="y"):
 
 def _as_labels(y, n_rows, row_offset=0, names=("X", "y")):
     """Validate a label vector against the row count and return it via :func:`as_labels`."""
-    y = np.asarray(y)
+    y = _label_array(y)
     xname, yname = names
     if y.ndim != 1:
         msg = f"{yname} must be 1-D with one label per row; got shape {y.shape}"

@@ -345,6 +345,24 @@ def test_labels_that_are_not_small_integers():
         assert rel(s.within, ClassStats.from_rows(X, y).within) < 1e-13
 
 
+def test_integer_labels_beyond_int64_keep_every_class():
+    # numpy makes the Python ints [5, 2**63] float64 (neither int64 nor uint64 holds both
+    # by its rules), where 2**63 + 1 is 2**63: two classes were merged into one, silently
+    X, y = make_classes(n=300, p=3, k=3, seed=15)
+    values = [5, 2**63, 2**63 + 1]
+    for labels in (np.array(values, dtype=object)[y], [values[i] for i in y]):
+        s = ClassStats.from_rows(X, labels)
+        assert s.classes.dtype == np.uint64
+        assert s.classes.tolist() == values
+        np.testing.assert_array_equal(s.counts, np.bincount(y))
+    for labels in (np.array([-1, 2**63, 0], dtype=object)[y], [[-1, 2**63, 0][i] for i in y]):
+        with pytest.raises(InputError, match=r"negative integer labels and labels above "
+                                             r"9223372036854775807"):
+            ClassStats.from_rows(X, labels)
+    s = ClassStats.from_rows(X, [[-1, 2, 0.5][i] for i in y])  # numbers: floats, as before
+    assert s.classes.tolist() == [-1.0, 0.5, 2.0]
+
+
 @pytest.mark.parametrize("block_bytes", [8, 2**22])
 def test_hash_c_order_sees_the_bytes_tobytes_gives(monkeypatch, block_bytes):
     # Fingerprints and model ids are recorded in ledgers and models: the fast hash of a
