@@ -449,7 +449,7 @@ class _SummaryClassifier:
         """``classes=`` of partial_fit: fixes the label set on the first call."""
         if classes is None:
             return
-        declared = np.unique(as_labels(np.asarray(classes), name="classes"))
+        declared = np.unique(as_labels(classes, name="classes"))
         before = getattr(self, "_declared", None)
         if not first and before is not None:
             if not np.array_equal(declared, before):

@@ -23,7 +23,7 @@ from .errors import BadValuesError, InputError, StreamprojError
 
 # the summaries check the rows they are given themselves (stats imports nothing); these
 # are the same checks, for every other entry point
-from .stats import _is_utf8, check_finite, check_matrix
+from .stats import _is_utf8, _label_array, check_finite, check_matrix
 from .stats import as_labels as _exact_labels
 
 __all__ = [
@@ -326,7 +326,8 @@ def _object_labels(values, row_offset, name):
     if all(issubclass(t, bool | np.bool_) for t in kinds):
         return values.astype(bool)
     if all(issubclass(t, numbers.Integral) and not issubclass(t, bool | np.bool_) for t in kinds):
-        return _float_or_int(np.asarray(values.tolist()), row_offset, name)
+        # (typed as stats types them: numpy made [5, 2**63] float64, 2**63 + 1 becoming 2**63)
+        return _exact_labels(values, row_offset, name)
     if all(issubclass(t, numbers.Real) for t in kinds):
         return _float_or_int(values.astype(np.float64), row_offset, name)
     names = sorted({t.__name__ for t in kinds})
@@ -578,7 +579,7 @@ def as_labels(y: Any, name: str = "y") -> np.ndarray | da.Array:
             _one_column(y.shape, name)
             y = y.column(0)
         return _arrow_labels(y, name)
-    values = np.asarray(y)
+    values = _label_array(y)  # (a list of ints as the ints it holds, not float64)
     if values.ndim == 2:
         _one_column(values.shape, name)
         values = values[:, 0]

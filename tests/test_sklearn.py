@@ -633,6 +633,12 @@ def test_declared_classes_are_matched_exactly():
     m = sp.BoundaryProjector().partial_fit(X[y == 1], big[y == 1])
     with pytest.raises(InputError, match="leaves out labels already seen"):
         m.partial_fit(X, big, classes=np.array([2.0**53, 2.0**53 + 2]))
+    # a list of the classes is typed as the labels are (numpy made [5, 2**63, 2**63 + 1] float64)
+    huge = np.array([2**63, 2**63 + 1], dtype=np.uint64)[y]
+    m = sp.BoundaryProjector().partial_fit(X, huge, classes=[5, 2**63, 2**63 + 1])
+    assert m.classes_.tolist() == [5, 2**63, 2**63 + 1]
+    np.testing.assert_array_equal(m.predict(X),
+                                  np.array([2**63, 2**63 + 1], dtype=np.uint64)[ref.predict(X)])
 
 
 def test_a_failed_partial_fit_does_not_fix_its_classes():

@@ -28,3 +28,18 @@ def test_plain_labels_keep_ints_and_name_the_first_missing_row():
     assert plain_labels(np.array([3, 1, 2])).dtype.kind == "i"
     with pytest.raises(InputError, match="row 12"):
         plain_labels(np.array(["a", None, "b"], dtype=object), row_offset=11)
+
+
+def test_integer_labels_beyond_int64_keep_every_class():
+    # numpy typed the ints [5, 2**63, 2**63 + 1] (an object array, or a list) float64: the
+    # estimator's labels merged 2**63 + 1 into 2**63, silently (three classes fitted as two)
+    from streamproj.validation import as_labels
+
+    values = [5, 2**63, 2**63 + 1]
+    for labels in (np.array(values * 2, dtype=object), values * 2):
+        out = as_labels(labels)
+        assert out.dtype == np.uint64
+        assert out.tolist() == values * 2
+    with pytest.raises(InputError, match="no 64-bit integer type holds together"):
+        as_labels(np.array([-1, 2**63], dtype=object))
+    assert as_labels([1.0, 2.0]).tolist() == [1.0, 2.0]
