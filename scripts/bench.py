@@ -249,6 +249,17 @@ def _project_gpu(path, tmp, warm=False):
     return lambda: jobs.project(model, X, tmp / "coords.zarr", y=y, overwrite=True)
 
 
+def task_fit_cli(path, tmp):
+    """What ``streamproj fit INPUT --model MODEL`` runs: the input opened by the store, the model saved."""
+    from streamproj import jobs
+
+    def run():
+        shutil.rmtree(tmp / "cli-model", ignore_errors=True)
+        jobs.fit_model([str(path)], tmp / "cli-model")
+
+    return run
+
+
 def task_project_cli(path, tmp):
     """What ``streamproj project MODEL INPUT --output OUT`` runs, from a model saved in the set-up."""
     import streamproj as sp
@@ -520,7 +531,7 @@ def _beside_baselines(tasks, n, p, baseline, device="cpu"):
     plan = []
     for task in tasks:
         plan.append((task, task, n, p, None))
-        if baseline and task in ("fit", "project", "project_cli"):
+        if baseline and task in ("fit", "fit_cli", "project", "project_cli"):
             plan.append((f"{task}@base", task, n, p, baseline))
         if device == "cuda" and task in GPU_TASKS:
             plan.append((GPU_TASKS[task], GPU_TASKS[task], n, p, None))
@@ -588,7 +599,7 @@ def main():
     for n, p in [] if args.only_out_of_core else cases:
         tasks = ["read", "read_direct", "read_write", "fit", "project"]
         if n == target or p != 100:
-            tasks += ["gram", "run", "ipca", "daskml_pca"]
+            tasks += ["fit_cli", "gram", "run", "ipca", "daskml_pca"]
         if n <= peers_max or p != 100:
             tasks += ["lda_eigen", "lda_svd"]
         plan += _beside_baselines(tasks, n, p, args.baseline if n == target else None,
@@ -705,6 +716,9 @@ def report(results, target, sizes, limit_gb, wide=False):
         if get("project@base", n, p):
             rows += [(f"project now / project baseline ({label})",
                       ratio(get("project", n, p), get("project@base", n, p)), "")]
+        if get("fit_cli@base", n, p):
+            rows += [(f"streamproj fit (command), now / baseline ({label})",
+                      ratio(get("fit_cli", n, p), get("fit_cli@base", n, p)), "")]
         if get("project_cli@base", n, p):
             rows += [(f"project from a saved model, now / baseline ({label})",
                       ratio(get("project_cli", n, p), get("project_cli@base", n, p)), "")]
@@ -727,6 +741,8 @@ def report(results, target, sizes, limit_gb, wide=False):
             (f"fit / read floor ({label})", ratio(get("fit", n, p), get("read", n, p)), "<= 1.3"),
             (f"fit / read through streamproj.direct ({label})",
              ratio(get("fit", n, p), get("read_direct", n, p)), ""),
+            (f"streamproj fit (command: opened, fitted, saved) / read floor ({label})",
+             ratio(get("fit_cli", n, p), get("read", n, p)), ""),
             (f"read through streamproj.direct / read floor ({label})",
              ratio(get("read_direct", n, p), get("read", n, p)), ""),
             (f"fit / LDA eigen in memory ({label})", ratio(get("fit", n, p), get("lda_eigen", n, p)), "<= 0.25"),
@@ -747,6 +763,9 @@ def report(results, target, sizes, limit_gb, wide=False):
             (f"project now / project baseline ({label})",
              ratio(get("project", target), get("project@base", target)), "<= 1.1"),
         ]
+    if get("fit_cli@base", target):
+        rows.append((f"streamproj fit (command), now / baseline ({fmt_rows(target, 100)})",
+                     ratio(get("fit_cli", target), get("fit_cli@base", target)), ""))
     if get("fit_pandas", 1_000_000, 50):
         rows.append(("fit pandas DataFrame / numpy array (1M x 50 float64)",
                      ratio(get("fit_pandas", 1_000_000, 50), get("fit_numpy", 1_000_000, 50)), "<= 1.2"))
