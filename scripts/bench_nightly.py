@@ -113,7 +113,7 @@ shrinkage = "{args.shrinkage}"
 [output]
 path = "projection.zarr"
 mode = "{args.mode}"
-{"" if args.mode == "append" else f"reproject_above_degrees = {args.reproject_above}"}
+{f"reproject_above_degrees = {args.reproject_above}" if args.mode == "auto" else ""}
 [run]
 progress = false
 """)

@@ -413,6 +413,11 @@ def _check_extras(path, built):
             msg = (f"{path}: [output] reproject_above_degrees must be a non-negative number of "
                    f"degrees; got {out.reproject_above_degrees!r}")
             raise InputError(msg)
+        if out.reproject_above_degrees is not None and out.mode == "rewrite":
+            # (ignored there: OUT was rewritten every run, as --reproject-above without --append)
+            msg = (f"{path}: [output] reproject_above_degrees applies to mode 'append' or 'auto' "
+                   "only; mode is 'rewrite' (the default): set mode, or leave the key out")
+            raise InputError(msg)
         if isinstance(out.input, list) and not all(isinstance(v, str) for v in out.input):
             msg = f"{path}: [output] input must be a string or a list of strings; got {out.input!r}"
             raise InputError(msg)

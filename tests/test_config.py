@@ -217,6 +217,10 @@ def test_incremental_keys(tmp_path):
      r"\[output\] mode must be one of 'rewrite', 'append', 'auto'"),
     ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\nreproject_above_degrees = -1\n',
      r"reproject_above_degrees must be a non-negative"),
+    # a threshold the default mode ("rewrite") would ignore, as --reproject-above without --append
+    ('[input]\npath = "d"\n[model]\npath = "m"\n[output]\npath = "o"\noverwrite = true\n'
+     'reproject_above_degrees = 1.0\n',
+     r"\[output\] reproject_above_degrees applies to mode 'append' or 'auto' only; mode is 'rewrite'"),
     ('[input]\npath = "d"\n[model]\npath = "m"\n[run]\nalert_above_degrees = "high"\n',
      r"\[run\] alert_above_degrees must be a number"),
     # nan compares false with everything: the alert and the rewrite would never fire
