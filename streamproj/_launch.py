@@ -87,7 +87,12 @@ def main() -> int:
     except KeyboardInterrupt:
         sys.stderr.write("streamproj: interrupted\n")
         return 130
-    status = run()
+    try:
+        status = run()
+    except KeyboardInterrupt:
+        # a second Ctrl-C as the command returned from saying the first (``timeout -s INT``
+        # signals the process and then its group): said already, so no traceback after it
+        status = 130
     if threading.current_thread() is threading.main_thread():
         # the work is done and reported: shutdown (threads joined, files closed) runs to the
         # end (the process exits next: the console script and ``python -m`` return this)

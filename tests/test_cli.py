@@ -679,6 +679,29 @@ def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
     assert proc.stderr == "streamproj: interrupted\n"
 
 
+def test_a_second_ctrl_c_while_the_first_is_said_is_still_one_line_and_130():
+    # ``timeout -s INT`` signals the process and then its group: the second SIGINT came as
+    # the command returned its 130, a traceback after "interrupted"
+    code = textwrap.dedent("""
+        import os, signal, sys
+        from streamproj import _launch, cli
+        def interrupted(args):
+            raise KeyboardInterrupt  # the first Ctrl-C, during the command
+        cli._info = interrupted
+        said = cli.main
+        def twice():
+            status = said()
+            os.kill(os.getpid(), signal.SIGINT)  # the second, as the first is reported
+            return status
+        cli.main = twice
+        sys.exit(_launch.main())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, "info", "x"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 130
+    assert proc.stderr == "streamproj: interrupted\n"
+
+
 _FAULTS = textwrap.dedent("""
     import json, resource, sys
     import zarr
