@@ -134,7 +134,7 @@ def build_parser():
     p.set_defaults(func=_fit)
 
     p = sub.add_parser("update", help="merge the rows of each INPUT that MODEL has not seen")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="model directory (or URL) to update")
     p.add_argument("input", metavar="INPUT", nargs="+", help=INPUTS_HELP)
     _input_args(p)
     p.add_argument("--verify", action="store_true",
@@ -146,7 +146,7 @@ def build_parser():
     p.set_defaults(func=_update)
 
     p = sub.add_parser("project", help="write the projected coordinates of INPUT to Zarr")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="model directory (or URL) to project with")
     p.add_argument("input", metavar="INPUT", nargs="+", help=INPUTS_HELP)
     p.add_argument("--output", required=True, metavar="OUT", help="Zarr group to write")
     how = p.add_mutually_exclusive_group()
@@ -164,20 +164,21 @@ def build_parser():
     p.set_defaults(func=_project)
 
     p = sub.add_parser("forget", help="remove the rows of SOURCE from MODEL exactly")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="model directory (or URL) to remove them from")
     p.add_argument("source", metavar="SOURCE", nargs="+",
                    help="a source as given to update (globs match the model's ledger)")
     _common(p, compute=False)
     p.set_defaults(func=_forget)
 
     p = sub.add_parser("merge", help="merge models fitted elsewhere into MODEL exactly")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("others", metavar="OTHER_MODEL", nargs="+")
+    p.add_argument("model", metavar="MODEL", help="model directory (or URL) to merge into")
+    p.add_argument("others", metavar="OTHER_MODEL", nargs="+",
+                   help="models of the same features, fitted on other sources (left as they are)")
     _common(p, compute=False)
     p.set_defaults(func=_merge)
 
     p = sub.add_parser("relocate", help="tell MODEL (and OUT) that its sources under OLD moved to NEW")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="model directory (or URL) whose sources moved")
     p.add_argument("old", metavar="OLD", help="where the sources were: a folder or URL prefix "
                                               "(whole folder names match)")
     p.add_argument("new", metavar="NEW", help="where they are now; each must hold the rows "
@@ -192,7 +193,8 @@ def build_parser():
     p.set_defaults(func=_relocate)
 
     p = sub.add_parser("run", help="run a job from a TOML config: fit or update, then project")
-    p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("config", metavar="CONFIG.toml",
+                   help="the job (TOML); its relative paths are relative to this file")
     p.add_argument("--alert-above", type=_degrees, metavar="DEG",
                    help="exit with status 3 when the boundary moved more than DEG degrees "
                         "(overrides [run] alert_above_degrees)")
@@ -202,7 +204,7 @@ def build_parser():
     p.set_defaults(func=_run)
 
     p = sub.add_parser("info", help="describe a model, or an output and its drift, as JSON")
-    p.add_argument("model", metavar="MODEL|OUT")
+    p.add_argument("model", metavar="MODEL|OUT", help="a model directory, or an output OUT")
     p.add_argument("--model", dest="against", metavar="MODEL",
                    help="for an output: the model to measure drift against (default: the one it records)")
     _common(p)  # accepted like everywhere, though info reads no rows
@@ -210,7 +212,9 @@ def build_parser():
 
     p = sub.add_parser("plot", help="draw a projection (OUT) to a PNG, or an interactive HTML view")
     p.add_argument("out", metavar="OUT", help="Zarr group written by 'streamproj project'")
-    p.add_argument("--output", required=True, metavar="FIG.png|VIEW.html")
+    p.add_argument("--output", required=True, metavar="FIG.png|VIEW.html",
+                   help="the file to write; its name chooses the type: .png, .svg, .pdf, .jpg, "
+                        ".webp, .tif, .eps, or .html for the interactive view")
     p.add_argument("--model", metavar="MODEL", help="model directory (for --compare-pca and --qda)")
     p.add_argument("--compare-pca", nargs="?", const="raw", choices=["raw", "standardized", "both"],
                    help="add ordinary PCA of the input rows: features as given (raw, the default), "
@@ -232,7 +236,7 @@ def build_parser():
     p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200,000)")
     p.add_argument("--features", type=int, default=10, help="features (default 10)")
     p.add_argument("--chunk-rows", type=int, default=50_000, help="rows per Zarr chunk (default 50,000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the data (default 0)")
     _common(p)
     p.set_defaults(func=_demo)
     return parser

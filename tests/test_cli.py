@@ -661,6 +661,14 @@ def test_the_package_names_every_error_and_imports_nothing_heavy():
     assert all(getattr(streamproj, name) is getattr(errors, name) for name in errors.__all__)
 
 
+def test_every_argument_of_every_command_is_explained_in_its_help():
+    from streamproj.cli import build_parser
+
+    for name, sub in build_parser()._subcommands.items():
+        for action in sub._actions:
+            assert action.help, (name, action.dest)
+
+
 def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
     # deterministic: the import of the command line itself is interrupted
     code = textwrap.dedent("""
