@@ -521,6 +521,9 @@ def _detect(fs, path, spec):
         return kind
     if fs.isdir(path):
         names = {posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)}
+        if not names - {posixpath.basename(path.rstrip("/"))}:  # (some stores list the folder itself)
+            msg = f"{spec} is an empty folder: no Zarr store or Parquet files in it"
+            raise InputError(msg)
         if names & {"zarr.json", ".zgroup", ".zarray"}:
             return "zarr"
         if _parquet_files(fs, path):
@@ -532,7 +535,7 @@ def _detect(fs, path, spec):
             if head.startswith(magic):
                 return found
     msg = (f"{spec}: unknown input format; name it with a known extension "
-           f"({', '.join(sorted(_EXTENSIONS))}) or pass kind= one of {', '.join(KINDS)}")
+           f"({', '.join(sorted(_EXTENSIONS))}) (in Python, or pass kind= one of {', '.join(KINDS)})")
     raise InputError(msg)
 
 

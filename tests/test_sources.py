@@ -335,6 +335,10 @@ def test_missing_input_and_unknown_format(tmp_path):
     text = _error(tmp_path / "blob.bin")
     assert str(tmp_path / "blob.bin") in text
     assert "unknown input format" in text
+    assert "(in Python, or pass kind=" in text  # (the command line has no --kind)
+    (tmp_path / "nothing").mkdir()  # a folder not filled yet: said as such
+    assert _error(tmp_path / "nothing") == (f"{tmp_path / 'nothing'} is an empty folder: no Zarr "
+                                            "store or Parquet files in it")
     assert "unknown input kind 'excel'" in _error(tmp_path / "blob.bin", kind="excel")
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     assert "bad.parquet is not a readable Parquet file" in _error(tmp_path / "bad.parquet")
