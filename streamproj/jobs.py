@@ -573,6 +573,7 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
     is written: an error it raises leaves the model as it was.
     """
     check_params(params or {})
+    _check_window(max_age)
     clock = _Clock()
     with clock("open"):
         srcs = open_inputs(inputs, x, y, features, label, True, allow_missing_chunks)
@@ -635,6 +636,16 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
             "model_id": model.model_id_, "sources": reports,
             "evicted": [e["url"] for e in evicted], "timings": clock.report(),
             "versions": _versions(version)}
+
+
+def _check_window(max_age):
+    """A ``max_age`` that is no age, refused before any row is read (the window reads it after)."""
+    if isinstance(max_age, str):
+        try:
+            ledger.parse_age(max_age)
+        except InputError as exc:
+            expected = 'a number and a unit (s, m, h, d or w), such as "30d"'
+            raise InvalidParameterError(str(exc), "max_age", max_age, expected) from None
 
 
 def _apply_window(entries, keep_last, max_age):
@@ -737,6 +748,7 @@ def update_model(model_path, inputs, x="X", y="y", progress=False, verify=False,
     ``before_write``: as :func:`fit_model`'s, when there is a new version to write.
     """
     check_params({"max_summary_memory": max_summary_memory})
+    _check_window(max_age)
     clock = _Clock()
     with clock("open"):
         meta = store.read_model_meta(model_path)

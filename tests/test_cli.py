@@ -47,6 +47,25 @@ def test_fit_project_roundtrip(batches, capsys):
     assert {"predicted", "decision", "y"} <= set(out.array_keys())
 
 
+def test_a_bad_max_age_is_refused_before_any_row_is_read(batches, capsys, monkeypatch):
+    # it was read when the window was applied, after the whole pass over the inputs
+    d, _, _, _ = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    capsys.readouterr()
+
+    def no_pass(*args, **kwargs):
+        msg = "rows were read"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr("streamproj.jobs._summarise", no_pass)
+    before = sorted(p.name for p in d.rglob("*"))
+    for argv in (["fit", d / "B.zarr", "--model", d / "m2"], ["update", d / "m", d / "B.zarr"]):
+        assert run(*argv, "--max-age", "3x") == 2, argv
+        assert one_error_line(capsys) == ('streamproj: error: --max-age must be a number and a '
+                                          'unit (s, m, h, d or w), such as "30d"; got \'3x\'')
+    assert sorted(p.name for p in d.rglob("*")) == before
+
+
 def test_updates_merge_only_new_rows(batches, capsys):
     d, X, y, parts = batches
     run("fit", d / "A.zarr", "--model", d / "m")
