@@ -33,12 +33,12 @@ def _flag(parameter):
     return "--" + str(parameter).replace("_", "-")
 
 
-def _common(p, compute=True):
+def _common(p, compute=True, progress_default="on when stderr is a terminal"):
     if compute:
         p.add_argument("--scheduler", metavar="ADDRESS",
                        help="run on this dask.distributed scheduler (e.g. tcp://host:8786)")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                       help="progress bars over chunks (default: on when stderr is a terminal)")
+                       help=f"progress bars over chunks (default: {progress_default})")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (for schedulers) instead of text")
 
@@ -62,7 +62,9 @@ def _input_args(p):
     p.add_argument("--features", metavar="A,B,C|PATTERN",
                    help="Parquet/CSV columns or xarray variables of the features (names or "
                         "patterns such as 'emb_*'; default: every column but the label)")
-    p.add_argument("--label", metavar="COLUMN", help="Parquet/CSV column or xarray variable of the labels")
+    p.add_argument("--label", metavar="COLUMN",
+                   help="Parquet/CSV column or xarray variable of the labels (default: the --y name, "
+                        "y; a model of tables reads later ones with the column it read before)")
     p.add_argument("--allow-missing-chunks", action="store_true",
                    help="read a missing chunk file of INPUT as the fill value instead of refusing")
 
@@ -200,7 +202,7 @@ def build_parser():
                         "(overrides [run] alert_above_degrees)")
     _memory_arg(p)
     _device_arg(p)
-    _common(p)
+    _common(p, progress_default="the config's [run] progress, else on when stderr is a terminal")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("info", help="describe a model, or an output and its drift, as JSON")

@@ -688,6 +688,19 @@ def test_every_argument_of_every_command_is_explained_in_its_help():
             assert action.help, (name, action.dest)
 
 
+def test_the_help_gives_the_defaults_the_commands_use():
+    from streamproj.cli import build_parser
+
+    commands = build_parser()._subcommands
+
+    def helped(command, dest):
+        return next(a.help for a in commands[command]._actions if a.dest == dest)
+
+    # run's progress bars follow [run] progress first; a table's label is --y's name (y)
+    assert "[run] progress" in helped("run", "progress")
+    assert "default: the --y name" in helped("fit", "label")
+
+
 def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
     # deterministic: the import of the command line itself is interrupted
     code = textwrap.dedent("""
