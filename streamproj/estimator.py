@@ -1028,12 +1028,16 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
                        "class); give both classes a positive prior")
                 raise InputError(msg)
 
-    def _solve(self, stats):
-        p = stats.n_features
+    def _check_components(self, p):
+        """Refuse more axes than the ``p`` features (jobs: before pass 1, which tells them)."""
         if self.n_components > p:
             msg = (f"n_components={self.n_components} is more than the {p} feature(s) of X; "
                    f"ask for at most {p}")
             raise InputError(msg)
+
+    def _solve(self, stats):
+        p = stats.n_features
+        self._check_components(p)
         self.__dict__.pop("_given_classes", None)
         if self.boundary is None and self.center == "hyperplane" and stats.n_classes > 2:
             # said before the LDA solve, whose own errors (a singular scatter) would hide it

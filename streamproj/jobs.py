@@ -590,6 +590,8 @@ def fit_model(inputs, model_path, x="X", y="y", params=None, overwrite=False, pr
         if _boundary_file(params):
             _check_boundary_file(_boundary_file(params), srcs[0].n_features, srcs[0].names[0])
         model = BoundaryProjector(**(params or {}), progress=progress)
+        with _context(srcs[0].spec):  # (the solve says it too, after every row is read)
+            model._check_components(srcs[0].n_features)
         detail = model.summary_detail()
         summaries: dict[str, ClassStats] = {}
         entries: list[dict] = []

@@ -66,6 +66,21 @@ def test_a_bad_max_age_is_refused_before_any_row_is_read(batches, capsys, monkey
     assert sorted(p.name for p in d.rglob("*")) == before
 
 
+def test_more_axes_than_features_are_refused_before_any_row_is_read(batches, capsys, monkeypatch):
+    # the solve refused them, after the whole pass over the inputs
+    d, _, _, _ = batches
+
+    def no_pass(*args, **kwargs):
+        msg = "rows were read"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr("streamproj.jobs._summarise", no_pass)
+    assert run("fit", d / "A.zarr", "--model", d / "m", "--n-components", 6) == 2
+    assert one_error_line(capsys).endswith(
+        "A.zarr: n_components=6 is more than the 5 feature(s) of X; ask for at most 5")
+    assert not (d / "m").exists()
+
+
 def test_updates_merge_only_new_rows(batches, capsys):
     d, X, y, parts = batches
     run("fit", d / "A.zarr", "--model", d / "m")
