@@ -734,6 +734,28 @@ def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
     assert proc.stderr == "streamproj: interrupted\n"
 
 
+def test_a_ctrl_c_while_the_version_is_read_is_one_line_and_130():
+    # ``import streamproj`` read its version (importlib.metadata: most of the 50 ms before the
+    # command's guard) eagerly: a Ctrl-C there was a traceback
+    code = textwrap.dedent("""
+        import sys
+        class Interrupt:
+            def find_spec(self, name, path=None, target=None):
+                if name == "streamproj._version":
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, Interrupt())
+        from streamproj._launch import main
+        sys.exit(main())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, "info", "x"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 130
+    assert proc.stderr == "streamproj: interrupted\n"
+    import streamproj
+
+    assert streamproj.__version__ == sp._version.__version__
+
+
 def test_a_second_ctrl_c_while_the_first_is_said_is_still_one_line_and_130():
     # ``timeout -s INT`` signals the process and then its group: the second SIGINT came as
     # the command returned its 130, a traceback after "interrupted"
