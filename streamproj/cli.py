@@ -494,16 +494,16 @@ def _error(args, message, kind):
 
 
 def _negative_pairs(argv):
-    """``argv`` with ``--axes -1,0`` written ``--axes=-1,0``.
+    """``argv`` with ``--axes -1,0`` written ``--axes=-1,0`` (and ``--size -5x100``).
 
     argparse takes a value that starts with '-' and is not one number for an
     option, and says only "expected one argument".
     """
     out, at = [], 0
     while at < len(argv):
-        if argv[at] == "--axes" and at + 1 < len(argv) and re.fullmatch(r"-[\d.,\s-]+",
-                                                                        argv[at + 1]):
-            out.append(f"--axes={argv[at + 1]}")
+        if argv[at] in ("--axes", "--size") and at + 1 < len(argv) and re.fullmatch(
+                r"-[\d.,x\s-]+", argv[at + 1]):
+            out.append(f"{argv[at]}={argv[at + 1]}")
             at += 2
         else:
             out.append(argv[at])

@@ -1206,6 +1206,9 @@ def test_plot_command_html_and_errors(projected, tmp_path, capsys):
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "-1,0"])
     assert code == 2  # named as a bad pair, not argparse's "expected one argument"
     assert "axes must be two different axes in 0..1; got (-1, 0)" in one_error_line(capsys)
+    code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--size", "-5x100"])
+    assert code == 2  # the same for a size
+    assert "--size must be between 640x480 and 8000x8000 pixels; got -5x100" in one_error_line(capsys)
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "0,2"])
     assert code == 2  # a newcomer asking for a third axis is told where axes come from
     assert "(the projection has 2; more need a model fitted with a larger --n-components)" in \
