@@ -1028,8 +1028,11 @@ def _verify_rows(model, src, entry, kernels, progress):
                                row_offset=a, names=src.names, bfloat16=model.bfloat16,
                                kernel=kernel)
         if again.fingerprint() != batch["fingerprint"]:
-            msg = (f"rows {a}..{b - 1} of {src.names[0]} (merged on {entry['merged']}) have changed "
-                   "since; refit the model from its sources")
+            # (the summary holds both: a label edited alone was blamed on X)
+            rows = f"rows {a}..{b - 1} of {src.names[0]}" + (
+                f" or their labels in {src.names[1]}" if src.y is not None else "")
+            msg = (f"{rows} (merged on {entry['merged']}) have changed since; refit the model "
+                   "from its sources")
             if kernel == gpu.KERNEL:  # cuBLAS repeats its sums on the same GPU and library only
                 msg += (" (they were summed on a GPU: another GPU model or CUDA library "
                         "sums them in another order, which looks like a change)")

@@ -110,6 +110,20 @@ def test_updates_merge_only_new_rows(batches, capsys):
     assert [s["rows"] for s in info["sources"]] == [600, 900]
 
 
+def test_verify_names_the_labels_too_when_a_label_changed(batches, capsys):
+    # "rows 0..599 of A.zarr/X ... have changed" when only y[300] had (found by a new user)
+    d, X, y, parts = batches
+    run("fit", d / "A.zarr", "--model", d / "m")
+    group = zarr.open_group(str(d / "A.zarr"), mode="a")
+    group["y"][300] = 1 - group["y"][300]
+    assert run("update", d / "m", d / "A.zarr", "--verify") == 2
+    line = one_error_line(capsys)
+    assert "A.zarr/X or their labels in " in line
+    assert "A.zarr/y (merged on" in line
+    assert "have changed since" in line
+    model_equals_fit(d / "m", X[:600], y[:600])
+
+
 def test_update_refuses_changed_rows_and_keeps_the_model(batches, capsys):
     d, X, y, parts = batches
     run("fit", d / "A.zarr", "--model", d / "m")
