@@ -1910,8 +1910,10 @@ def refuse_nothing_to_describe(path):
                 f"output ({held})")
     elif kind in ("absent", "empty"):
         what = f"nothing at {path}" if kind == "absent" else f"{path} is an empty folder"
+    elif store.local_path(path).is_file():
+        what = f"{path} is a file"  # (the model reader's "not a streamproj model directory")
     else:
-        return  # a file, a model or an output: its reader says what is wrong
+        return  # a model or an output: its reader says what is wrong
     msg = (f"{what}: info describes a streamproj model directory (written by 'streamproj fit' "
            "or save()) or an output (written by 'streamproj project')")
     raise InputError(msg)

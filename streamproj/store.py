@@ -1120,10 +1120,15 @@ def _local_state(dest):
     if not meta.is_file():
         # named, so the user sees which folder of theirs it is
         return "foreign", f"a folder with no zarr.json, holding {_named(entries)}"
-    with contextlib.suppress(OSError):
-        attrs = _attrs_of(meta.read_bytes())
-        if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
-            return "streamproj", None
+    try:
+        raw = meta.read_bytes()
+    except OSError as exc:
+        return "foreign", f"its zarr.json cannot be read ({type(exc).__name__})"
+    attrs = _attrs_of(raw)
+    if isinstance(attrs, dict) and isinstance(attrs.get("streamproj"), dict):
+        return "streamproj", None
+    if attrs is None:  # (said as "no streamproj attributes", a damaged output passed for another's)
+        return "foreign", "its zarr.json is not a JSON object: damaged, or not Zarr's"
     return "foreign", _NOT_OURS
 
 

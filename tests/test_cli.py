@@ -195,28 +195,35 @@ def test_a_bad_shrinkage_is_said_in_the_flags_spelling(tmp_path, capsys):
         sp.BoundaryProjector(shrinkage=1.5).fit(X, y)
 
 
-@pytest.mark.parametrize("empty", [False, True])
-def test_info_on_nothing_says_what_info_reads(tmp_path, capsys, empty):
-    """``info PATH`` with nothing there names both things info describes.
+@pytest.mark.parametrize("what_is_there", ["nothing", "empty", "file"])
+def test_info_on_nothing_says_what_info_reads(tmp_path, capsys, what_is_there):
+    """``info PATH`` with nothing there (or a file) names both things info describes.
 
     It said "no model at PATH: fit one there first", advice that misleads someone
-    who mistyped an output's path (info also describes outputs).
+    who mistyped an output's path (info also describes outputs); a file was "not a
+    streamproj model directory".
     """
     path = tmp_path / "nothere"
-    if empty:
+    if what_is_there == "empty":
         path.mkdir()
+    elif what_is_there == "file":
+        path.write_text("a,b,y\n1,2,0\n")
     assert run("info", path) == 2
     line = one_error_line(capsys)
-    what = f"{path} is an empty folder" if empty else f"nothing at {path}"
+    what = {"empty": f"{path} is an empty folder", "nothing": f"nothing at {path}",
+            "file": f"{path} is a file"}[what_is_there]
     assert line == (f"streamproj: error: {what}: info describes a streamproj model directory "
                     "(written by 'streamproj fit' or save()) or an output (written by "
                     "'streamproj project')")
-    assert sorted(p.name for p in tmp_path.iterdir()) == (["nothere"] if empty else [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == (
+        [] if what_is_there == "nothing" else ["nothere"])
 
 
 @pytest.mark.parametrize(("made", "held"), [
     ("notes", "a folder with no zarr.json, holding notes.txt"),
     ("group", "no streamproj attributes in its zarr.json"),
+    # (a damaged output's zarr.json was "no streamproj attributes", as another's group)
+    ("damaged", "its zarr.json is not a JSON object: damaged, or not Zarr's"),
 ])
 def test_info_on_a_folder_of_the_users_says_what_it_holds(tmp_path, capsys, made, held):
     """It said only "F is not a streamproj model directory (no CURRENT file)"."""
@@ -224,8 +231,10 @@ def test_info_on_a_folder_of_the_users_says_what_it_holds(tmp_path, capsys, made
     path.mkdir()
     if made == "notes":
         (path / "notes.txt").write_text("mine")
-    else:  # a Zarr group of the user's, e.g. an input
+    elif made == "group":  # a Zarr group of the user's, e.g. an input
         (path / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    else:
+        (path / "zarr.json").write_text('{"zarr_format": 3, "node_type": "gro')
     before = sorted(p.name for p in path.iterdir())
     assert run("info", path) == 2
     line = one_error_line(capsys)
