@@ -572,7 +572,8 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     scale, factor = _scaled_factor(
         cov,
         "the within-class covariance",
-        "use shrinkage (e.g. shrinkage='auto' or 0.1), or drop collinear or constant features"
+        "use shrinkage (e.g. shrinkage='auto' or 0.1; --shrinkage auto on the command line), "
+        "or drop collinear or constant features"
         + (" — there are fewer rows than features" if stats.n_samples <= stats.n_features else ""),
         check=check_singular,
     )

@@ -866,3 +866,16 @@ def test_info_of_a_model_against_another_model_is_refused_not_ignored(tmp_path, 
     capsys.readouterr()
     assert run("info", tmp_path / "m", "--model", tmp_path / "m") == 2
     assert "info compares an output (OUT) with a model" in one_error_line(capsys)
+
+
+def test_a_singular_scatter_says_the_flag_on_the_command_line(tmp_path, capsys):
+    # "use shrinkage (e.g. shrinkage='auto' or 0.1)": Python's keyword, to a command-line user
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    X = np.column_stack([X, X[:, 0] + X[:, 1]])  # a collinear column
+    y = np.arange(40) % 2
+    write_zarr(tmp_path / "d.zarr", X, y)
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m") == 2
+    line = one_error_line(capsys)
+    assert "--shrinkage auto on the command line" in line
+    assert not (tmp_path / "m").exists()
