@@ -279,7 +279,13 @@ _PROJECT_BLOCK_BYTES = 2**19
 
 
 def _centred_product(block, center, matrix, bfloat16, device="cpu"):
-    """``(block - center) @ matrixᵀ`` in float64, one cache-sized block of rows at a time."""
+    """``(block - center) @ matrixᵀ`` in float64, one cache-sized block of rows at a time.
+
+    64-bit integer rows beyond 2^53 come off the centre before their cast
+    (:func:`~streamproj.stats.subtract_rows`): each coordinate is exact about
+    the model's float64 centre, which, the mean of such rows, is itself
+    rounded at their scale (to 256 at 2^60).
+    """
     if device == "cuda":
         return gpu.centred_product(block, center, matrix, bfloat16)
     decode = bfloat16_to_float32 if bfloat16 else None

@@ -50,6 +50,7 @@ __all__ = [
     "format_bytes",
     "hash_c_order",
     "parse_memory",
+    "subtract_rows",
     "summary_nbytes",
 ]
 
@@ -628,7 +629,8 @@ class ClassStats:
         Parameters
         ----------
         X : ndarray of shape (n, p)
-            Rows, any real float or integer dtype; arithmetic is float64.
+            Rows, any real float or integer dtype; arithmetic is float64 (64-bit
+            integers beyond 2^53 are shifted before their cast, exactly).
         y : ndarray of shape (n,)
             Labels.
         detail : {"pooled", "per_class", "fourth"}
@@ -912,6 +914,51 @@ def _cast_rows(rows, decode):
     return rows if decode is None else decode(rows)
 
 
+# 64-bit integers beyond ±2^53 lose their low bits when cast to float64 (at 2^60 a
+# nanosecond timestamp is rounded to 256): cast before the shift came off, rows a spread
+# of 1,000 apart gave a scatter 8.8e-3 off. Taken off a shift beyond 2^52 (rows near it are
+# beyond 2^51, and may be beyond 2^53), such rows are split into their top 32 bits and the
+# rest, each exact in float64, and the shift comes off the top part, where it cancels
+# exactly (Sterbenz) for rows near it: ``x - shift`` is then rounded once, as float rows'
+# are. Off a smaller shift the plain cast keeps its bits: a row it rounds, beyond 2^53, is
+# then at least as far from the shift as from zero, and rounded by 2^-53 of that distance.
+_EXACT_SHIFT = 2.0**52
+_LOW_BITS = 0xFFFFFFFF
+
+
+def _exact_integers(dtype, shift):
+    """True when rows of ``dtype`` taken off ``shift`` (float64) need :func:`subtract_rows`' split."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu" or dtype.itemsize < 8 or np.size(shift) == 0:
+        return False
+    return bool(np.max(np.abs(shift)) > _EXACT_SHIFT)
+
+
+def subtract_rows(rows: Any, shift: Any, out: Any = None, exact: bool | None = None) -> np.ndarray:
+    """``rows - shift`` in float64, rounded once even for 64-bit integers beyond 2^53.
+
+    Parameters
+    ----------
+    rows : ndarray
+        Real rows (bool, integer or float; bfloat16 already decoded).
+    shift : float64 array broadcastable to ``rows`` (may be ``out`` itself)
+    out : float64 ndarray, optional
+        Where to write the difference.
+    exact : bool, optional
+        Whether 64-bit integer rows need the exact split (default: decided from
+        ``shift``; a caller taking many blocks off one shift decides it once).
+    """
+    if exact is None:
+        exact = _exact_integers(rows.dtype, shift)
+    if not exact:  # (a longdouble row is subtracted in its own precision)
+        return (np.subtract(rows, shift, dtype=np.float64) if out is None
+                else np.subtract(rows, shift, out=out))
+    low = np.bitwise_and(rows, _LOW_BITS)
+    out = np.subtract(rows - low, shift, out=out, dtype=np.float64)
+    out += low
+    return out
+
+
 _HASH_BLOCK_BYTES = 2**22
 
 
@@ -941,6 +988,8 @@ def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None,
                    kernel=PASS1_KERNEL):
     """Yield ``(start, stop, block)``: rows of X minus ``shift`` in float64, block by block.
 
+    Each difference is rounded once (:func:`subtract_rows`: 64-bit integers too).
+
     The blocks share one cache-sized buffer (so no float64 copy of the whole
     chunk is made); ``block`` has ``extra_columns`` spare columns on the right
     for the caller, after the p shifted ones. ``decode`` (e.g.
@@ -958,10 +1007,11 @@ def centred_blocks(X, shift, extra_columns=0, decode=None, block_bytes=None,
     # the shift is then a contiguous copy instead of a transpose (20 % of pass 1).
     column_major = X.ndim == 2 and p > 1 and X.strides[0] < X.strides[1]
     buffer = np.empty((rows, p + extra_columns), order="F" if column_major else "C")
+    exact = decode is None and _exact_integers(X.dtype, shift)
     for start in range(0, n, rows):
         stop = min(start + rows, n)
         block = buffer[: stop - start]
-        np.subtract(_cast_rows(X[start:stop], decode), shift, out=block[:, :p])
+        subtract_rows(_cast_rows(X[start:stop], decode), shift, out=block[:, :p], exact=exact)
         yield start, stop, block
 
 
@@ -979,6 +1029,7 @@ def _class_shifted_blocks(X, shifts, inverse, onehot, decode=None, kernel=PASS1_
     extra = K if onehot else 0
     rows = _gram_block_rows(n, p + extra, kernel)
     buffer = np.empty((rows, p + extra))
+    exact = decode is None and _exact_integers(X.dtype, shifts)
     for start in range(0, n, rows):
         stop = min(start + rows, n)
         block = buffer[: stop - start]
@@ -989,7 +1040,7 @@ def _class_shifted_blocks(X, shifts, inverse, onehot, decode=None, kernel=PASS1_
             np.matmul(block[:, p:], shifts, out=shifted)
         else:
             np.take(shifts, inverse[start:stop], axis=0, out=shifted)
-        np.subtract(_cast_rows(X[start:stop], decode), shifted, out=shifted)
+        subtract_rows(_cast_rows(X[start:stop], decode), shifted, out=shifted, exact=exact)
         yield start, stop, block
 
 
@@ -1197,12 +1248,19 @@ def _class_shifts(X, inverse, K, decode=None):
     found = np.zeros(K, dtype=bool)
     candidates = None  # all rows
     first = None
+    # 64-bit integers beyond 2^52 are averaged about one of their rows (exactly, see
+    # subtract_rows): their float64 casts were up to 2^11 apart at 2^64, the spread lost
+    base = None
+    if decode is None and X.dtype.kind in "iu" and X.dtype.itemsize == 8:
+        sample = X[:: max(1, n // _SHIFT_SAMPLE)].astype(np.float64)
+        base = sample[0] if _exact_integers(X.dtype, sample) else None
     while True:
         m = n if candidates is None else candidates.shape[0]
         stride = max(1, m // _SHIFT_SAMPLE)
         pick = slice(None, None, stride) if candidates is None else candidates[::stride]
         labels = inverse[pick]
-        rows = _cast_rows(X[pick], decode).astype(np.float64)
+        rows = (_cast_rows(X[pick], decode).astype(np.float64) if base is None
+                else subtract_rows(X[pick], base, exact=True))
         counts = np.bincount(labels, minlength=K)
         order = np.argsort(labels, kind="stable")
         present, starts = np.unique(labels[order], return_index=True)
@@ -1221,6 +1279,8 @@ def _class_shifts(X, inverse, K, decode=None):
             candidates = candidates[~found[inverse[candidates]]]
     rows, labels = first
     spread = np.sqrt(np.mean((rows - shifts[labels]) ** 2, axis=0))
+    if base is not None:  # (each shift is as near its class as float64 holds: none to snap)
+        return shifts + base, spread
     _snap_narrow(X, inverse, shifts, spread, decode)
     return shifts, spread
 
@@ -1344,7 +1404,14 @@ def _class_moments(X, inverse, counts, fourth, decode=None, kernel=PASS1_KERNEL)
     for k in range(K):
         rows = _cast_rows(X[order[stops[k] - counts[k] : stops[k]]], decode)
         means[k] = rows.mean(axis=0, dtype=np.float64)
-        d = np.subtract(rows, means[k], dtype=np.float64)
+        wide = decode is None and _exact_integers(rows.dtype, means[k])
+        if wide:  # about one of its rows (exact) plus the rest of the mean, as float64 can't hold it
+            means[k] = rows[0]
+            d = subtract_rows(rows, means[k], exact=True)
+            rest = d.mean(axis=0)
+            d -= rest
+        else:
+            d = np.subtract(rows, means[k], dtype=np.float64)
         residual = d.sum(axis=0)  # rounding left in the mean; removed exactly below
         residuals[k] = residual / counts[k]
         m2[k] = d.T @ d - np.outer(residual, residual) / counts[k]
@@ -1354,6 +1421,8 @@ def _class_moments(X, inverse, counts, fourth, decode=None, kernel=PASS1_KERNEL)
             d2 = d * d
             m21[k] = d2.T @ d
             m22[k] = d2.T @ d2
+        if wide:
+            residuals[k] += rest
     m2 = _symmetric(m2)
     return (_two_sum(means, residuals), m2.sum(axis=0), m2,
             m21 if fourth else None, _symmetric(m22) if fourth else None)

@@ -133,6 +133,28 @@ def offset_classes(n, p, k, offset, seed=0, separation=1.0, dtype=np.float64):
     return (offset + Z).astype(dtype), y
 
 
+def wide_integer_rows(offset, dtype=np.int64, n=2000, p=4, k=3, seed=0, spread=1000):
+    """Integer rows a ``spread`` wide around ``offset`` (nanosecond timestamps, ids), classes apart.
+
+    Returns X, y and the exact rows less X[0], as float64 (small integers: exact).
+    """
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, size=n)
+    mix = np.eye(p) + 0.3 * rng.normal(size=(p, p))
+    Z = (rng.normal(size=(n, p)) @ mix * spread + y[:, None] * spread / 2).astype(np.int64)
+    X = np.array((Z.astype(object) + offset).tolist(), dtype=dtype)
+    exact = np.array((X.astype(object) - X[0].astype(object)).tolist(), dtype=np.float64)
+    return X, y, exact
+
+
+def exact_minus(X, center):
+    """``X - center`` for integer rows and a float64 centre, each difference rounded once."""
+    from fractions import Fraction
+
+    c = [Fraction(float(v)) for v in center]
+    return np.array([[float(int(x) - v) for x, v in zip(row, c, strict=True)] for row in X.tolist()])
+
+
 def run_cli(*argv):
     """``streamproj ARGV`` in this process; returns the exit status (argparse's too)."""
     from streamproj.cli import main

@@ -879,3 +879,21 @@ def test_a_singular_scatter_says_the_flag_on_the_command_line(tmp_path, capsys):
     line = one_error_line(capsys)
     assert "--shrinkage auto on the command line" in line
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize(("dtype", "offset"), [(np.int64, 2**60), (np.uint64, 2**64 - 2**20)])
+def test_wide_integer_rows_are_projected_exactly_to_zarr(tmp_path, dtype, offset):
+    # pass 2 cast 64-bit integers beyond 2^53 to float64 before the centre came off:
+    # every coordinate written was off by up to the rounding of the rows (256 at 2^60)
+    from conftest import exact_minus, two_pass, wide_integer_rows
+
+    X, y, small = wide_integer_rows(offset, dtype, n=1000)
+    write_zarr(tmp_path / "d.zarr", X, y, chunk_rows=333)
+    assert run("fit", tmp_path / "d.zarr", "--model", tmp_path / "m", "--n-components", 3) == 0
+    model = sp.load(tmp_path / "m")
+    within = two_pass(small, y)["within"]
+    assert np.max(np.abs(model.stats_.within - within)) < 1e-14 * np.max(np.abs(within))
+    assert run("project", tmp_path / "m", tmp_path / "d.zarr", "--output", tmp_path / "out.zarr") == 0
+    got = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")["projection"][:]
+    ref = exact_minus(X, model.center_) @ model.components_.T
+    assert np.max(np.abs(got - ref)) < 1e-14 * np.max(np.abs(ref))
