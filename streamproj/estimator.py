@@ -49,6 +49,7 @@ from .stats import (
     check_bfloat16_rows,
     hash_c_order,
     parse_memory,
+    subtract_rows,
 )
 
 if TYPE_CHECKING:
@@ -1132,7 +1133,7 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             gpu.check_rows(rows.dtype)
             Z = gpu.centred_product(rows, self.center_, self.components_)
         else:
-            Z = np.subtract(rows, self.center_, dtype=np.float64) @ self.components_.T
+            Z = subtract_rows(rows, self.center_) @ self.components_.T
         return self._wrap_output(Z, X)
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
@@ -1174,8 +1175,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
     def _centred(self, X):
         """``X - _score_center_`` in float64 (lazy for dask)."""
         if isinstance(X, da.Array):
+            if X.dtype.kind in "iu" and X.dtype.itemsize == 8:  # (beyond 2^53: see subtract_rows)
+                return X.map_blocks(subtract_rows, self._score_center_, dtype=np.float64)  # type: ignore[arg-type]  # dask's wrapped signature
             return X - self._score_center_
-        return np.subtract(X, self._score_center_, dtype=np.float64)
+        return subtract_rows(X, self._score_center_)
 
     def _scores(self, X):
         """Scores fit for argmax/softmax, in centred form: (n,) for one boundary, else (n, K).

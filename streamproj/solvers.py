@@ -20,6 +20,7 @@ from scipy import linalg
 from scipy.linalg import blas
 
 from .errors import BadValuesError, InputError, SingularScatterError, StreamprojWarning
+from .stats import subtract_rows
 
 if TYPE_CHECKING:  # annotations only: the solvers take any object with ClassStats' fields
     from .stats import ClassStats
@@ -809,10 +810,10 @@ def qda(stats: "ClassStats", reg_param: float = 0.0, priors: ArrayLike | None = 
 
 def qda_log_posterior(model: QDA, X: ArrayLike) -> np.ndarray:
     """Unnormalised log posteriors (n, K), scikit-learn's ``_decision_function``."""
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
     out = np.empty((X.shape[0], model.classes.shape[0]))
     for k in range(model.classes.shape[0]):
-        d = X - model.means[k]
+        d = subtract_rows(X, model.means[k])  # (64-bit integers beyond 2^53 cast after it)
         if model.mean_residuals is not None:
             d -= model.mean_residuals[k]
         if model.whitening is not None and model.log_det is not None:

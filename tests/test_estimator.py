@@ -809,3 +809,37 @@ def test_an_empty_model_path_is_refused_by_load_and_save(path, tmp_path, monkeyp
     for call in (lambda: sp.load(path), lambda: model.save(path)):
         with pytest.raises(InputError, match="the model path is empty"):
             call()
+
+
+@pytest.mark.parametrize(("dtype", "offset"), [(np.int64, 2**53), (np.int64, 2**60), (np.int64, 2**62),
+                                               (np.uint64, 2**64 - 2**20)])
+def test_wide_integer_rows_are_fitted_and_projected_exactly(dtype, offset):
+    # 64-bit integers beyond 2^53 (nanosecond timestamps as a feature) were cast to float64
+    # before the centre came off: at 2^62 each value was rounded by up to 512 of a spread
+    # of 1,000, in the fit and in every coordinate, silently. The model's float64 centre
+    # is itself rounded at that scale; coordinates are exact about that centre.
+    from conftest import exact_minus, rel_err, sin_angle, wide_integer_rows
+
+    X, y, small_rows = wide_integer_rows(offset, dtype)
+    model = sp.BoundaryProjector(n_components=3).fit(X, y)
+    small = sp.BoundaryProjector(n_components=3).fit(small_rows, y)
+    assert sin_angle(model.components_.T, small.components_.T) < 1e-12
+    assert rel_err(model.stats_.within, small.stats_.within) < 1e-14
+    ref = exact_minus(X, model.center_) @ model.components_.T
+    Z = model.transform(X)
+    assert rel_err(Z, ref) < 1e-14
+    assert rel_err(model.transform(da.from_array(X, chunks=(377, 4))).compute(), ref) < 1e-14
+    # the rows' differences and their probabilities are the small rows'
+    Zs = small.transform(small_rows) * np.sign(np.sum(model.components_ * small.components_, axis=1))
+    assert rel_err(Z - Z[0], Zs - Zs[0]) < 1e-12
+    np.testing.assert_allclose(model.predict_proba(X), small.predict_proba(small_rows), atol=1e-10)
+    lazy = model.predict_proba(da.from_array(X, chunks=(377, 4))).compute()
+    np.testing.assert_allclose(lazy, small.predict_proba(small_rows), atol=1e-10)
+    # two classes: the log-odds themselves
+    X2, y2, small2 = wide_integer_rows(offset, dtype, k=2, seed=1)
+    two, two_small = sp.BoundaryProjector().fit(X2, y2), sp.BoundaryProjector().fit(small2, y2)
+    d, ds = two.decision_function(X2), two_small.decision_function(small2)
+    assert rel_err(d, ds) < 1e-12
+    assert rel_err(two.decision_function(da.from_array(X2, chunks=(377, 4))).compute(), ds) < 1e-12
+    qda, qda_small = sp.StreamingQDA().fit(X, y), sp.StreamingQDA().fit(small_rows, y)
+    np.testing.assert_allclose(qda.predict_proba(X), qda_small.predict_proba(small_rows), atol=1e-10)
