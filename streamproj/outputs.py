@@ -35,11 +35,15 @@ DECISION_MAX_CLASSES = 16
 
 
 def _uniform_rows(X):
-    """Row chunks all of one size (but the last), as a Zarr chunk grid needs."""
-    first = X.chunks[0][0]
-    if all(c == first for c in X.chunks[0][:-1]) and X.chunks[0][-1] <= first:
+    """Row chunks all of one size (but the last), as a Zarr chunk grid needs.
+
+    The size is the largest input chunk's: the first one's (a first file of
+    3 rows) chunked the whole output, and every append to it, 3 rows a file.
+    """
+    rows = max(X.chunks[0], default=0)
+    if all(c == rows for c in X.chunks[0][:-1]) and X.chunks[0][-1] <= rows:
         return X
-    return X.rechunk((first, -1))
+    return X.rechunk((rows, -1))
 
 
 def projection_arrays(model, X, y=None, names=("X", "y")):

@@ -838,3 +838,30 @@ def test_a_bad_value_among_several_inputs_names_its_input_and_row(tmp_path):
                                tmp_path / out, mode=mode)
     named = pickle.loads(pickle.dumps(RowsOf([("a", 0, 10), ("b", 5, 20)])))  # to dask workers
     assert (str(named), named.locate(3), named.locate(12)) == ("2 inputs", ("a", 3), ("b", 7))
+
+
+def test_an_output_is_chunked_like_the_largest_input_chunk_not_a_small_first_one(tmp_path):
+    # OUT took the first input chunk's rows as its grid: a first Parquet file (or Zarr store)
+    # of 3 rows chunked the whole output, and every later append, 3 rows a file
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    X, y = make_classes(n=803, p=3, seed=91)
+    (tmp_path / "pq").mkdir()
+    for name, rows in (("a", slice(0, 3)), ("b", slice(3, 803))):
+        pd.DataFrame(X[rows], columns=["f0", "f1", "f2"]).assign(label=y[rows]).to_parquet(
+            tmp_path / "pq" / f"{name}.parquet")
+    write_zarr(tmp_path / "a-small.zarr", X[:5], y[:5], chunk_rows=5)
+    write_zarr(tmp_path / "b-big.zarr", X[5:], y[5:], chunk_rows=200)
+    for inputs, label, rows in (([tmp_path / "pq"], "label", 800),
+                                ([tmp_path / "a-small.zarr", tmp_path / "b-big.zarr"], None, 200)):
+        model, out = tmp_path / f"m{rows}", tmp_path / f"o{rows}.zarr"
+        jobs.fit_model(inputs, model, label=label)
+        jobs.project_model(model, inputs, out, label=label)
+        group = store.open_output(out)
+        for name in ("projection", "predicted", "decision", "y"):
+            assert group[name].chunks[0] == rows, name
+        frame = frame_of(out)
+        np.testing.assert_allclose(group["projection"][:],
+                                   (X - frame.center_) @ frame.components_.T, rtol=1e-12,
+                                   atol=1e-12)
+        assert group["y"][:].tolist() == y.tolist()
