@@ -2084,6 +2084,29 @@ def _fit_params(model):
             "keep_class_scatter": model.keep_class_scatter}
 
 
+def _say_kept_params(config):
+    """Warn of ``[model]`` parameters an update does not apply: the model keeps those it was fitted with.
+
+    Only keys set away from their default (a key left out reads as its
+    default, which says nothing of the model's); a boundary file is not
+    compared. An edited ``shrinkage`` or ``n_components`` was ignored without
+    a word, night after night.
+    """
+    meta = store.read_model_meta(config.model.path)
+    theirs = (meta or {}).get("params")
+    if not isinstance(theirs, dict):
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(config.model)}
+    for key, value in _fit_params(config.model).items():
+        if key == "boundary" or key not in theirs or _same_param(value, defaults[key]):
+            continue
+        if not _same_param(value, theirs[key]):
+            msg = (f"{config.source}: [model] {key} = {_short_repr(value)}, but model "
+                   f"{config.model.path} was fitted with {_short_repr(theirs[key])}, which an "
+                   'update keeps; refit it (mode = "fit") to change it')
+            warnings.warn(msg, StreamprojWarning, stacklevel=3)
+
+
 def check_config(config):
     """Check what a job config gives the estimator and the ledger; errors name the file and key.
 
@@ -2300,6 +2323,8 @@ def run_job(config, progress=None, max_summary_memory=None):
         mode = mod.mode
         if mode == "auto":
             mode = "update" if model_exists(mod.path) else "fit"
+        if mode == "update":
+            _say_kept_params(config)
         with clock("model"), _input_key_named(config):
             if mode == "fit":
                 params = {**_fit_params(mod), "max_summary_memory": max_summary_memory}

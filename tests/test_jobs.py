@@ -533,3 +533,32 @@ def test_project_after_set_params_writes_coordinates_of_the_frame_it_records(tmp
     np.testing.assert_allclose(written, again, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(written, m.transform(X), rtol=1e-12, atol=1e-12)
     assert out.attrs["streamproj"]["model_id"] == m.model_id_
+
+
+@pytest.mark.filterwarnings("default::streamproj.errors.StreamprojWarning")  # (as on a terminal)
+def test_a_run_that_updates_says_which_model_parameters_of_its_config_it_keeps(tmp_path, capsys):
+    # an update keeps the model's own parameters: a [model] shrinkage or n_components edited
+    # in the config was ignored without a word, night after night
+    X, y = make_classes(n=400, p=4, seed=93)
+    write_zarr(tmp_path / "a.zarr", X[:200], y[:200], chunk_rows=64)
+    write_zarr(tmp_path / "b.zarr", X[200:], y[200:], chunk_rows=64)
+    job = tmp_path / "job.toml"
+    write = lambda inputs, model: job.write_text(  # noqa: E731
+        f'[input]\npaths = [{inputs}]\n[model]\npath = "m"\n{model}\n')
+    write('"a.zarr"', 'shrinkage = "auto"')
+    assert main(["run", str(job), "--no-progress"]) == 0
+    assert "warning" not in capsys.readouterr().err  # a fit: nothing to say
+    write('"a.zarr", "b.zarr"', 'shrinkage = "oas"\nn_components = 3\ncenter = "mean"')
+    assert main(["run", str(job), "--no-progress"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(lines) == 2, lines  # center is the model's; a key left out says nothing
+    assert "[model] n_components = 3, but model" in lines[0], lines[0]
+    assert "fitted with 2, which an update keeps" in lines[0], lines[0]
+    assert lines[1].startswith(f"streamproj: warning: {job}: [model] shrinkage = 'oas', but "
+                               "model "), lines[1]
+    assert "fitted with 'auto', which an update keeps" in lines[1], lines[1]
+    model = sp.load(tmp_path / "m")
+    assert (model.shrinkage, model.n_components, model.stats_.n_samples) == ("auto", 2, 400)
+    write('"a.zarr", "b.zarr"', 'mode = "update"')
+    assert main(["run", str(job), "--no-progress"]) == 0
+    assert "warning" not in capsys.readouterr().err
