@@ -1699,6 +1699,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     if state is not None:
         frame, drift, reason = _output_plan(state, model, out, reproject_above)
         if frame is not None:
+            _say_decision_kept(state, decision, out)
             report = _append(state, frame, srcs, out, progress, clock)
             return {**_project_base(model.model_id_, model_path, out, model), **report,
                     "drift_deg": drift, "frame_model_id": frame.model_id_,
@@ -1792,6 +1793,23 @@ def _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks
             _check_features(src, model, model_path)
         out_srcs.append(src)
     return out_srcs + [s for s in srcs if ledger.key_of(s.key()) in given]
+
+
+def _say_decision_kept(state, decision, out, asked=None):
+    """Warn when an append is asked for ``decision`` (or not) and OUT keeps what it was written with.
+
+    The appended rows get the arrays OUT has: ``--decision`` onto an output
+    written without it added none, without a word. ``asked``: how the
+    request is named (default: the command line's flag).
+    """
+    held = "decision" in state["arrays"]
+    if decision is None or bool(decision) == held:
+        return
+    flag = "--decision" if decision else "--no-decision"
+    what = (f"{out} was written without decision, and an append adds none" if not held else
+            f"{out} holds decision, and an append writes it for the new rows too")
+    msg = f"{asked or flag}: {what}; rewrite {out} once with --overwrite {flag}"
+    warnings.warn(msg, StreamprojWarning, stacklevel=3)
 
 
 def _project_base(model_id, model_path, out, model):
@@ -2217,6 +2235,8 @@ def _update_and_append(config, progress, max_summary_memory, clock, common):
                              before_write=_output_guard(config), **common)]
     # (the model just written, as solved in memory: not read and solved again)
     update, appended, frame, model = done
+    _say_decision_kept(state, out.decision, out.path,
+                       f"{config.source}: [output] decision = {str(out.decision).lower()}")
     for at, (_, held) in skipped:  # OUT's report names the stores left unopened too
         appended["sources"].insert(at, {"url": held["url"], "rows_written": 0,
                                         "rows_skipped": int(held["rows"])})

@@ -865,3 +865,34 @@ def test_an_output_is_chunked_like_the_largest_input_chunk_not_a_small_first_one
                                    (X - frame.center_) @ frame.components_.T, rtol=1e-12,
                                    atol=1e-12)
         assert group["y"][:].tolist() == y.tolist()
+
+
+@pytest.mark.filterwarnings("default::streamproj.errors.StreamprojWarning")  # (as on a terminal)
+def test_an_append_asked_for_decision_says_it_keeps_the_outputs_arrays(days, capsys):
+    # the appended rows get the arrays OUT has: --decision onto an output written without it
+    # added none, and a nightly run's [output] decision = true likewise, without a word
+    d, _X, _y = days
+    glob = str(d / "day-*.zarr")
+    for night in (0, 1):
+        (d / f"day-{night}.zarr").rename(d / f"in-{night}.zarr")
+    assert main(["fit", str(d / "in-0.zarr"), "--model", str(d / "m")]) == 0
+    assert main(["project", str(d / "m"), str(d / "in-0.zarr"), "--output", str(d / "o.zarr"),
+                 "--no-decision"]) == 0
+    capsys.readouterr()
+    assert main(["project", str(d / "m"), str(d / "in-0.zarr"), str(d / "in-1.zarr"),
+                 "--output", str(d / "o.zarr"), "--append", "--decision"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"streamproj: warning: --decision: {d / 'o.zarr'} was written without "
+                      "decision, and an append adds none; rewrite "
+                      f"{d / 'o.zarr'} once with --overwrite --decision"), err
+    assert "decision" not in store.open_output(d / "o.zarr")
+    job = d / "job.toml"
+    job.write_text(f'[input]\npaths = ["{glob}"]\n[model]\npath = "m"\n'
+                   '[output]\npath = "o.zarr"\nmode = "append"\ndecision = true\n')
+    assert main(["run", str(job), "--no-progress"]) == 0  # day-2 and day-3: in one pass
+    err = capsys.readouterr().err
+    assert f"warning: {job}: [output] decision = true: {d / 'o.zarr'} was written without" in err
+    assert store.open_output(d / "o.zarr")["projection"].shape[0] == 1200
+    assert main(["project", str(d / "m"), str(d / "in-0.zarr"), "--output", str(d / "o.zarr"),
+                 "--append"]) == 0
+    assert "warning" not in capsys.readouterr().err
