@@ -835,6 +835,8 @@ def model_lock(path):
     with _locked(path, "model", inner=True):
         if is_local(path):
             with storage_errors(f"model {path}"):
+                if _is_model_dir(_real(path)):  # (before any work, and before leftovers go)
+                    _refuse_read_only_model(_real(path), path)
                 _recover(_real(path))
                 _clean_model(_real(path))
         yield
@@ -2293,6 +2295,20 @@ def _write_local_model(path, typed, meta, stats, solution, base, summaries=None)
         if old not in (name, current) and _orphan(path / old):
             _remove(path / old)
     return name
+
+
+def _refuse_read_only_model(path, typed):
+    """Refuse to add a version to a model folder that is read-only (``chmod -R a-w``).
+
+    Its owner is refused by the folder itself; root passed over it, wrote a
+    new version and removed the old one from a model frozen read-only. As
+    :func:`_refuse_read_only` refuses to replace a read-only output.
+    """
+    mode = os.stat(path).st_mode
+    if not mode & 0o222 or not os.access(path, os.W_OK | os.X_OK):
+        msg = (f"model {typed} is not writable by you (mode {stat.filemode(mode)}); it was left "
+               "untouched: make it writable to change it, or write another model")
+        raise ModelError(msg)
 
 
 def _write_pointer(folder, name):

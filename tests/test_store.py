@@ -1238,6 +1238,32 @@ def test_a_read_only_output_is_never_replaced(setup, capsys, tmp_path, flag, whe
                flag) == 0
 
 
+@pytest.mark.parametrize("argv", [("update", "{m}", "{d}/more.zarr"), ("forget", "{m}", "{d}/d.zarr"),
+                                  ("fit", "{d}/more.zarr", "--model", "{m}", "--overwrite")])
+def test_a_read_only_model_is_never_changed(setup, capsys, tmp_path, argv):
+    # its owner was refused by the folder; root wrote a new version into a model frozen with
+    # 'chmod -R a-w' and removed its old one (outputs refuse that already)
+    d, X, y = setup
+    write_zarr(d / "more.zarr", X[:50] + 1.0, y[:50], chunk_rows=100)
+    write_zarr(d / "extra.zarr", X[50:90] - 1.0, y[50:90], chunk_rows=100)
+    assert run("update", d / "m", d / "extra.zarr") == 0  # (two versions: an update pruned one)
+    folders = [d / "m", *[p for p in (d / "m").iterdir() if p.is_dir()]]
+    for folder in folders:
+        folder.chmod(0o555)
+    try:
+        before = tree(d / "m")
+        args = [a.format(m=d / "m", d=d) for a in argv]
+        assert run(*args) == 2
+        line = one_error_line(capsys)
+        assert "is not writable by you" in line or "Permission denied" in line, line
+        assert tree(d / "m") == before
+    finally:
+        for folder in folders:
+            folder.chmod(0o755)
+    assert run(*[a.format(m=d / "m", d=d) for a in argv]) == 0
+    assert run("project", d / "m", d / "d.zarr", "--output", d / "o2.zarr") == 0  # read as ever
+
+
 # The command in a fresh interpreter that keeps no capability to pass over file modes:
 # root (whom permissions do not stop) is then held to them as the files' owner, as any user.
 WITHOUT_DAC = """
