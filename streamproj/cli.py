@@ -99,7 +99,8 @@ def _degrees(text):
 
 
 INPUTS_HELP = ("inputs: Zarr groups, Parquet files or folders, CSV, HDF5 (FILE.h5:/group/X), "
-               "NetCDF; paths or URLs, globs allowed ('events/day-*.zarr')")
+               "NetCDF; paths or URLs, globs allowed ('events/day-*.zarr'); read in the sorted "
+               "order of their names, whatever order they are given in")
 
 
 def build_parser():

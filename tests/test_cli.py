@@ -897,3 +897,22 @@ def test_wide_integer_rows_are_projected_exactly_to_zarr(tmp_path, dtype, offset
     got = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")["projection"][:]
     ref = exact_minus(X, model.center_) @ model.components_.T
     assert np.max(np.abs(got - ref)) < 1e-14 * np.max(np.abs(ref))
+
+
+def test_inputs_are_read_in_the_sorted_order_of_their_names_as_the_help_says(tmp_path, capsys):
+    # given 'b.zarr a.zarr', a.zarr's rows come first (the README and --help say so; a user
+    # matching OUT's rows to the order typed got the wrong rows)
+    X, y = make_classes(n=400, p=3, k=2, seed=21)
+    write_zarr(tmp_path / "a.zarr", X[:150], y[:150])
+    write_zarr(tmp_path / "b.zarr", X[150:], y[150:])
+    assert run("fit", tmp_path / "b.zarr", tmp_path / "a.zarr", "--model", tmp_path / "m") == 0
+    assert run("project", tmp_path / "m", tmp_path / "b.zarr", tmp_path / "a.zarr",
+               "--output", tmp_path / "o.zarr") == 0
+    out = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
+    np.testing.assert_allclose(out["projection"][:], sp.load(tmp_path / "m").transform(X),
+                               rtol=1e-12, atol=1e-12)
+    ranges = [(s["url"].rsplit("/", 1)[-1], s["ranges"]) for s in out.attrs["streamproj"]["sources"]]
+    assert ranges == [("a.zarr", [[0, 150, 0]]), ("b.zarr", [[0, 250, 150]])]
+    capsys.readouterr()
+    assert run("project", "--help") == 0
+    assert "sorted order of their names" in " ".join(capsys.readouterr().out.split())
