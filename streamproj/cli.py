@@ -330,10 +330,12 @@ def _project(args):
     if args.reproject_above is not None and not args.append:
         msg = "--reproject-above applies to --append only"
         raise InputError(msg)
+    # labels named on the command line are read, or refused where missing: a mistyped
+    # --y wrote OUT without y, exit 0 (unnamed, "y" is read where there is one)
     report = jobs.project_model(args.model, args.input, args.output, overwrite=args.overwrite,
                                 progress=args.progress, mode="append" if args.append else "rewrite",
                                 reproject_above=args.reproject_above, decision=args.decision,
-                                **_inputs(args))
+                                require_y=args.y != "y", **_inputs(args))
     _emit(args, report, _describe_project(report))
 
 

@@ -1660,7 +1660,7 @@ def _output_state(out):
 
 def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progress=False,
                   allow_missing_chunks=False, features=None, label=None, mode="rewrite",
-                  reproject_above=None, decision=None):
+                  reproject_above=None, decision=None, require_y=False):
     """Project inputs with a saved model into a Zarr output; returns a report.
 
     ``mode``: ``"rewrite"`` writes OUT in full (``overwrite`` to replace it);
@@ -1668,6 +1668,8 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     unless the model has moved more than ``reproject_above`` degrees from that
     frame, then OUT is rewritten in the model's frame; ``"auto"`` is append
     with ``reproject_above`` defaulting to :data:`DEFAULT_REPROJECT_DEGREES`.
+    ``require_y``: refuse an input without its labels (by default OUT is then
+    written without ``y``).
     """
     clock = _Clock()
     if mode not in ("rewrite", "append", "auto"):
@@ -1680,7 +1682,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
     meta = record.meta
     model = BoundaryProjector.from_state(record)
     with clock("open"):
-        srcs = open_inputs(inputs, x, y, features, label, False, allow_missing_chunks,
+        srcs = open_inputs(inputs, x, y, features, label, require_y, allow_missing_chunks,
                            _model_columns(meta))
     store.check_disjoint(*[("input", _location(s)) for s in srcs], ("model", model_path),
                          ("output", out))

@@ -916,3 +916,30 @@ def test_inputs_are_read_in_the_sorted_order_of_their_names_as_the_help_says(tmp
     capsys.readouterr()
     assert run("project", "--help") == 0
     assert "sorted order of their names" in " ".join(capsys.readouterr().out.split())
+
+
+def test_project_refuses_labels_named_with_y_that_are_not_there(tmp_path, capsys):
+    # 'project M d.zarr --y lable' wrote OUT without y, exit 0 (found by the jobs' adversary);
+    # unnamed, the labels are read where there are some and left out where there are none
+    X, y = make_classes(n=300, p=3, k=2, seed=4)
+    g = write_zarr(tmp_path / "d.zarr", X, None)
+    g.create_array("label", data=y, chunks=(100,))
+    write_zarr(tmp_path / "fit.zarr", X, y)
+    assert run("fit", tmp_path / "fit.zarr", "--model", tmp_path / "m") == 0
+    capsys.readouterr()
+    assert run("project", tmp_path / "m", tmp_path / "d.zarr", "--y", "lable",
+               "--output", tmp_path / "o.zarr") == 2
+    assert "has no array 'lable' (arrays: X, label)" in one_error_line(capsys)
+    assert not (tmp_path / "o.zarr").exists()
+    assert run("project", tmp_path / "m", tmp_path / "d.zarr", "--y", "label",
+               "--output", tmp_path / "o.zarr") == 0
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "o.zarr"))["y"][:], y)
+    assert run("project", tmp_path / "m", tmp_path / "d.zarr", "--output", tmp_path / "p.zarr") == 0
+    assert "y" not in zarr.open_group(str(tmp_path / "p.zarr"))
+    (tmp_path / "d.csv").write_text("a,b,c,label\n" + "\n".join(
+        f"{r[0]},{r[1]},{r[2]},{v}" for r, v in zip(X, y, strict=True)) + "\n")
+    capsys.readouterr()
+    assert run("project", tmp_path / "m", tmp_path / "d.csv", "--y", "lable",
+               "--output", tmp_path / "q.zarr") == 2
+    assert "has no label column 'lable'" in one_error_line(capsys)
+    assert not (tmp_path / "q.zarr").exists()
