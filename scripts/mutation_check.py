@@ -38,7 +38,7 @@ MUTATIONS = [
     ("chunk: always one shared shift", "streamproj/stats.py",
      "<= _SHARED_SHIFT_SPREADS * spread", "<= 1e30 * spread"),
     ("chunk: gathered shift added, not subtracted", "streamproj/stats.py",
-     "np.subtract(_cast_rows(X[start:stop], decode), shifted, out=shifted)",
+     "subtract_rows(_cast_rows(X[start:stop], decode), shifted, out=shifted, exact=exact)",
      "np.add(_cast_rows(X[start:stop], decode), shifted, out=shifted)"),
     ("chunk: per-class residual of the mean", "streamproj/stats.py",
      "residuals[k] = residual / counts[k]", "residuals[k] = residual / (counts[k] + 1)"),

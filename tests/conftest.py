@@ -171,3 +171,35 @@ def one_error_line(capsys):
     assert len(err) == 1, err
     assert err[0].startswith("streamproj: error: ")
     return err[0]
+
+
+def on_row_reads(monkeypatch, n_features, record):
+    """Call ``record(where, rows)`` for each read of a 2-D array of ``n_features`` columns.
+
+    Reads by zarr and by :mod:`streamproj.direct` alike (the commands read through
+    both), in any thread; ``where`` is the array's ``file://`` location and ``rows``
+    the selection's row slice (dask's empty probes for its meta are left out).
+    """
+    from streamproj import direct
+
+    original, original_direct = zarr.Array.__getitem__, direct._Layout.read
+
+    def seen(where, shape, selection):
+        rows = selection[0] if isinstance(selection, tuple) else selection
+        if len(shape) == 2 and shape[1] == n_features and not (
+                isinstance(rows, slice) and rows.start == rows.stop):
+            record(where, rows)
+
+    def by_zarr(self, selection):
+        seen(str(self.store_path), self.shape, selection)
+        return original(self, selection)
+
+    def by_direct(self, key):
+        got = original_direct(self, key)
+        if got is not None:  # (else zarr reads it, and it is seen there)
+            seen("file://" + self.root, self.shape, key)
+        return got
+
+    monkeypatch.setattr(zarr.Array, "__getitem__", by_zarr)
+    monkeypatch.setattr(direct._Layout, "read", by_direct)
+

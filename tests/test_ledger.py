@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import make_classes, one_error_line, write_days, write_zarr
+from conftest import make_classes, on_row_reads, one_error_line, write_days, write_zarr
 from test_faults import tree
 
 import streamproj as sp
@@ -1195,16 +1195,7 @@ def _opened(monkeypatch):
     real_open = jobs.open_source
     monkeypatch.setattr(jobs, "open_source",
                         lambda url, *a, **k: opened.append(url) or real_open(url, *a, **k))
-    original = zarr.Array.__getitem__
-
-    def counting(self, selection):
-        rows = selection[0] if isinstance(selection, tuple) else selection
-        if self.ndim == 2 and self.shape[1] == 5 and not (
-                isinstance(rows, slice) and rows.start == rows.stop):  # (dask's meta probes)
-            read.add(str(self.store_path).split(".zarr")[0] + ".zarr")
-        return original(self, selection)
-
-    monkeypatch.setattr(zarr.Array, "__getitem__", counting)
+    on_row_reads(monkeypatch, 5, lambda where, _rows: read.add(where.split(".zarr")[0] + ".zarr"))
     return opened, read
 
 

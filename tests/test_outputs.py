@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import make_classes, write_days, write_zarr
+from conftest import make_classes, on_row_reads, write_days, write_zarr
 from test_faults import KILL_AT_STEP, leftovers, tree
 
 import streamproj as sp
@@ -320,30 +320,13 @@ def _nightly_config(d, mode="append", threshold=None):
 
 def _count_reads(monkeypatch, n_features):
     """Count reads of each X chunk (row start), by zarr or by streamproj.direct, in any thread."""
-    from streamproj import direct
-
     reads = {}
-    original, original_direct = zarr.Array.__getitem__, direct._Layout.read
 
-    def count(where, shape, selection):
-        if len(shape) == 2 and shape[1] == n_features:
-            rows = selection[0] if isinstance(selection, tuple) else selection
-            if not (isinstance(rows, slice) and rows.start == rows.stop):  # dask's meta probes
-                key = (where, rows.start if isinstance(rows, slice) else None)
-                reads[key] = reads.get(key, 0) + 1
+    def count(where, rows):
+        key = (where, rows.start if isinstance(rows, slice) else None)
+        reads[key] = reads.get(key, 0) + 1
 
-    def counting(self, selection):
-        count(str(self.store_path), self.shape, selection)
-        return original(self, selection)
-
-    def counting_direct(self, key):
-        got = original_direct(self, key)
-        if got is not None:  # (else zarr reads it, and counts it there)
-            count(self.root, self.shape, key)
-        return got
-
-    monkeypatch.setattr(zarr.Array, "__getitem__", counting)
-    monkeypatch.setattr(direct._Layout, "read", counting_direct)
+    on_row_reads(monkeypatch, n_features, count)
     return reads
 
 
