@@ -179,6 +179,19 @@ def test_the_pages_placeholders_in_names_and_title_stay_text():
     assert page.count('"use strict"') == 1  # the script once, where it belongs
 
 
+def test_the_pages_data_cannot_change_how_the_html_parser_reads_its_script():
+    # a class named "<!--<script>" put the parser in the script's "double escaped" state: the
+    # data's own </script> did not end it, the page's script was swallowed and nothing drew
+    import json
+    import re
+
+    names = ["<!--<script>", "<!--", "<script>", "</script>", "-->", "a & b \u2028"]
+    page = render_page({"names": names}, "t")
+    data = re.search(r'<script type="application/json" id="sp-data">(.*?)</script>', page, re.S)
+    assert json.loads(data.group(1)) == {"names": names}
+    assert "<" not in data.group(1)  # no tag, comment or end tag can start inside the data
+
+
 def test_a_few_far_rows_do_not_set_the_views_cells():
     # 0.05 % of the rows 10^4 times further out: the extent took them in, and its finest
     # cell held nearly every other row
@@ -958,12 +971,13 @@ def test_browser_class_names_are_text_in_the_legend_and_the_hover(page_of):
     # the names went into innerHTML: "<b>big</b>" read "big", and an <img onerror> label ran script
     from streamproj.plot.picture import Source
 
-    names = np.array(["<=50K", "<b>big</b>", '<img src=x onerror="window.pwned=1">', "a &amp; b"])
+    names = np.array(["<=50K", "<b>big</b>", '<img src=x onerror="window.pwned=1">', "a &amp; b",
+                      "<!--<script>"])
     rng = np.random.default_rng(3)
-    label = np.repeat(np.arange(4), 500)
-    z = rng.normal(size=(2000, 2)) + np.array([[0, 0], [4, 0], [0, 4], [4, 4]])[label]
+    label = np.repeat(np.arange(5), 500)
+    z = rng.normal(size=(2500, 2)) + np.array([[0, 0], [4, 0], [0, 4], [4, 4], [8, 8]])[label]
     source = Source(Blocks({"z": z, "label": names[label]}), np.sort(names), np.eye(2),
-                    np.zeros(2), np.eye(4, 2), np.zeros(4), ["z0", "z1"], "d", "m", "y")
+                    np.zeros(2), np.eye(5, 2), np.zeros(5), ["z0", "z1"], "d", "m", "y")
     page, problems = page_of(build_view(source))
     legend = page.eval_on_selector_all("#sp-legend li[data-bucket]",
                                        "els => els.map(e => e.textContent)")

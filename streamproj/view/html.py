@@ -164,7 +164,9 @@ def render_page(payload, title):
     pkg = resources.files("streamproj.view")
     template = (pkg / "template.html").read_text(encoding="utf-8")
     script = (pkg / "view.js").read_text(encoding="utf-8")
-    data = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    # no "<" in the data at all: "</script>" ended it early, and "<!--<script>" (a class name)
+    # put the parser in a state where its own "</script>" did not end it (nothing drew)
+    data = json.dumps(payload, separators=(",", ":")).replace("<", "\\u003c")
     import html
     import re
 
