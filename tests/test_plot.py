@@ -1633,6 +1633,21 @@ def test_class_names_with_dollar_signs_are_drawn_as_written():
     assert all(not t.get_parse_math() for t in fig.findobj(Text) if "$" in t.get_text())
 
 
+def test_class_names_with_line_breaks_are_drawn_on_one_line():
+    # a label "a\nb\nc\nd" was four lines in the legend (over the title and subtitle) and in
+    # the notes (over the density key): the layout counts one line per entry and note
+    X, y = make_coin(n=4000)
+    names = np.array(["line1\nline2\nline3\nline4", "tab\there\r\u2028x"])[y]
+    m = sp.BoundaryProjector().fit(X, names)
+    fig = plot_projection(m, X, names)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0].startswith("line1\\nline2\\nline3\\nline4 (")
+    assert legend[1].startswith("tab\\there\\r\\u2028x (")
+    notes = fig.texts[-1].get_text().splitlines()
+    assert any(line.startswith("class line1\\nline2\\nline3\\nline4: ") for line in notes)
+    _assert_text_inside(fig)
+
+
 def test_compare_pca_reopens_an_hdf5_input_as_recorded(tmp_path, capsys):
     h5py = pytest.importorskip("h5py")
     X, y = make_coin(n=3000)

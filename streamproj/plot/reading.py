@@ -12,6 +12,7 @@ import collections
 import itertools
 import os
 import threading
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -390,6 +391,16 @@ def robust_limits_each(values, specs):
     return [_padded(q[k], q[len(specs) + k], pad) for k, (_, pad) in enumerate(specs)]
 
 
+def one_line(name):
+    """``name`` as one line of text: line breaks and other control characters as escapes.
+
+    A label holding a newline was several lines in a legend entry or note, which
+    the figure's layout counts as one (they were drawn over the title and the key).
+    """
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch
+                   for ch in name)
+
+
 class ClassMap:
     """Labels to display buckets: the top classes by count, then one "other".
 
@@ -438,7 +449,7 @@ class ClassMap:
             table[self.classes.astype(np.int64) - lo] = lut
             self._dense = (lo, table)
         self._byte_tables = {}  # labels of 1- or 2-byte integer dtypes: a table over all values
-        names = [str(c) for c in self.classes[shown]]
+        names = [one_line(str(c)) for c in self.classes[shown]]
         # a class shown under the name "other" would have two legend entries of that name
         other = "other" if "other" not in names else "other classes"
         while other in names:
