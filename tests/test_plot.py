@@ -803,6 +803,22 @@ def test_two_classes_keep_their_wrong_side_lines_with_top_1_and_unknown_labels()
     assert "class other:" not in text
 
 
+def test_wrong_side_lines_say_a_class_without_rows_and_a_few_rows_that_round_to_zero():
+    # a class of no rows here was "0.00% of its 0 rows on the wrong side", and 2 of 50,000 rows
+    # were "0.00%": none, to the reader
+    X, y = make_coin(n=100_000)
+    m = sp.BoundaryProjector().fit(X, y)
+    z0 = m.transform(X)[:, 0]
+    ones = np.flatnonzero(y == 1)
+    text = " ".join(t.get_text() for t in plot_projection(m, X[ones], y[ones]).texts)
+    assert "class 0: no rows here" in text
+    assert "of its 0 rows" not in text
+    few = np.concatenate([np.flatnonzero(z0 <= 0), np.flatnonzero(z0 > 0)[:2]])  # 2 in 50,000
+    shown = np.zeros(few.size, dtype=int)
+    text = " ".join(t.get_text() for t in plot_projection(m, X[few], shown).texts)
+    assert f"class 0: < 0.01% of its {few.size:,} rows on the wrong side" in text
+
+
 def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     X, y = make_classes(n=6000, p=6, k=3, seed=4)
     m = sp.BoundaryProjector(n_components=3).fit(X, y)

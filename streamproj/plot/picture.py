@@ -628,7 +628,12 @@ def _wrong_side(summary):
     if summary.binary is None:
         return []
     cm, rows, wrong = summary.classmap, summary.rows, summary.wrong
-    return [f"class {cm.names[k]}: {wrong[k] / max(rows[k], 1):.2%} of its {rows[k]:,} rows on the "
+
+    def share(k):  # (a few rows of many are not "0.00%", and none of none no share at all)
+        return "< 0.01%" if 0 < wrong[k] < 0.00005 * rows[k] else f"{wrong[k] / rows[k]:.2%}"
+
+    return [f"class {cm.names[k]}: no rows here" if not rows[k] else
+            f"class {cm.names[k]}: {share(k)} of its {rows[k]:,} rows on the "
             f"wrong side of the boundary (z[0] {'> 0' if k == summary.binary[0] else '≤ 0'})"
             for k in summary.binary]
 
