@@ -1147,6 +1147,36 @@ def test_a_legend_of_hundreds_of_colours_lists_the_largest_and_counts_the_rest()
     _assert_text_inside(fig)
 
 
+def test_past_the_views_199_colours_a_class_has_the_same_colour_in_the_png_and_the_view():
+    # --top 300 coloured 300 classes in the PNG and 199 in the view: the shown classes' places
+    # differed, and so did their colours (23 of the 24 in the legend), while the PNG's legend
+    # sends the reader to the view's hover to name its colours
+    import json
+
+    from matplotlib.colors import to_hex
+
+    from streamproj.plot import view_projection
+    from streamproj.view import MAX_VIEW_CLASSES
+
+    X, y = make_classes(n=12_000, p=4, k=400, seed=5)
+    m = sp.BoundaryProjector(shrinkage="auto").fit(X, y)
+    fig = plot_projection(m, X, y, top=300)
+    cm = fig.streamproj_summary.classmap
+    assert cm.n_buckets - 1 == MAX_VIEW_CLASSES - 1
+    png = {t.get_text().split(" (")[0]: to_hex(h.get_facecolor())
+           for t, h in zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles, strict=True)
+           if re.search(r"\(\d", t.get_text())}
+    page = view_projection(m, X, y, top=300).html
+    data = re.search(r'<script type="application/json" id="sp-data">(.*?)</script>', page, re.S)
+    meta = json.loads(data.group(1))
+    view = dict(zip(meta["names"], meta["colors"], strict=True))
+    assert len(png) == 24
+    assert {name: view[name] for name in png} == png
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert f"the {MAX_VIEW_CLASSES - 1} largest are shown" in text
+    assert "--top N colours more" not in text
+
+
 def test_plot_projection_streams_dask_and_takes_pandas_labels():
     X, y = make_classes(n=8000, p=5, k=2, seed=6)
     m = sp.BoundaryProjector().fit(X, y)

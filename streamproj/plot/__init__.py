@@ -56,7 +56,8 @@ def draw_output(out, model=None, *, axes=None, stretch=False, top=8, compare_pca
         Draw each panel square (a pair grid as one block) instead of at equal
         aspect; the figure states how much x is magnified against y.
     top : int
-        Classes drawn in their own colour (the largest); the rest are "other".
+        Classes drawn in their own colour (the largest, 199 at most as in the
+        HTML view); the rest are "other".
     compare_pca : None, "raw", "standardized" or "both"
         Add ordinary PCA of the input rows, on the features as given and/or
         standardised.

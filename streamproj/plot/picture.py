@@ -482,6 +482,11 @@ def _classmap(source, top):
     # also holds labels the model does not know (--top 1 reported those as class 0's)
     if len(source.classes) <= max(top, 2):
         return ClassMap(source.classes)
+    # no more than the view colours: the shown classes' places, and so their colours, differed
+    # between the two past it (the PNG's legend sends the reader to the view to name them)
+    from ..view import MAX_VIEW_CLASSES
+
+    top = min(top, MAX_VIEW_CLASSES - 1)
     counts, _unknown = count_classes(source.blocks, "label", source.classes)
     return ClassMap(source.classes, counts, top)
 
@@ -752,11 +757,14 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     if legend_note:
         notes.append(legend_note)
     if cm.n_buckets - 1 < len(source.classes):
+        from ..view import MAX_VIEW_CLASSES
+
         hidden = len(source.classes) - (cm.n_buckets - 1)
         notes.append(f"{len(source.classes):,} classes: the {cm.n_buckets - 1} largest are shown, "
                      f"the other {hidden:,} class{'es' if hidden != 1 else ''} "
                      f"({cm.hidden_rows:,} rows) {'are' if hidden != 1 else 'is'} grey ({cm.other_name!r}); "
-                     "--top N colours more")
+                     + ("--top N colours more" if cm.n_buckets < MAX_VIEW_CLASSES
+                        else f"{MAX_VIEW_CLASSES - 1} are the most coloured, as in the HTML view"))
     # "other" also holds the rows whose label is none of the model's classes (new data
     # projected by an older model): said, not left to pass for classes not shown
     unknown = int(summary.rows[-1]) - cm.hidden_rows
