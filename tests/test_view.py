@@ -1,6 +1,7 @@
 """The interactive HTML view: its pyramid and sample, its size bound, and a real browser."""
 
 import itertools
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -1132,6 +1133,28 @@ RUNS = """() => { const c = document.getElementById('sp-canvas'), r = window.str
 def coin_view():
     X, y = make_coin(n=20_000, p=6, seed=4)  # z[0] some ten times narrower than z[1]
     return view_projection(sp.BoundaryProjector().fit(X, y), X, y)
+
+
+def test_browser_a_small_stretch_is_not_said_as_1_0x(page_of):
+    # x stretched 4 % against y read "x magnified 1.0x against y" and "x: stretched 1.0x":
+    # equal aspect, to the reader, when it was not
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(4)
+    label = rng.integers(0, 2, 40_000)
+    # a uniform box a little narrower than the plot (about 828 x 586 px): x fills it at ~1.04
+    z = rng.uniform(-1, 1, size=(40_000, 2)) * [1.3586, 1.0]
+    source = Source(Blocks({"z": z, "label": label}), np.array([0, 1]), np.eye(2), np.zeros(2),
+                    np.array([[1.0, 0.0]]), np.zeros(1), ["z0", "z1"], "d", "m", "y")
+    page, problems = page_of(build_view(source))
+    page.click("#sp-stretch")
+    k = page.evaluate("window.streamproj.state().k")
+    assert 1 < k < 1.095
+    for text in (page.evaluate("window.streamproj.aspectText"), page.inner_text("#sp-stretch")):
+        shown = float(re.search(r"([\d.]+)x", text).group(1))
+        assert shown != 1.0
+        assert abs(shown - k) < 0.006, text
+    assert problems == []
 
 
 def test_browser_stretched_cells_are_about_square_on_screen_and_hover_their_counts(

@@ -226,9 +226,11 @@
 
   // x stretched against y so that the data's extent fills the plot (or back to equal aspect);
   // the zoom and the centre are kept
+  // a factor as said: two decimals below 1.095 (a stretch of 4 % read "1.0x", equal aspect)
+  function times(v) { return v < 1.095 ? v.toFixed(2) : v.toFixed(1); }
   function aspectNote() {
     if (view.k === 1) return "";
-    return view.k > 1 ? `x magnified ${view.k.toFixed(1)}x against y` : `y magnified ${(1 / view.k).toFixed(1)}x against x`;
+    return view.k > 1 ? `x magnified ${times(view.k)}x against y` : `y magnified ${times(1 / view.k)}x against x`;
   }
   function stretch(on) {
     const r = plotRect(), ex = M.data_extent || M.extent;
@@ -237,7 +239,7 @@
     const h = homeScale(k);
     view.s *= h / home.s; view.k = k; home.s = h; home.k = k;
     const b = document.getElementById("sp-stretch");
-    b.textContent = view.k === 1 ? "x: equal" : view.k > 1 ? `x: stretched ${view.k.toFixed(1)}x` : `x: squeezed ${(1 / view.k).toFixed(1)}x`;
+    b.textContent = view.k === 1 ? "x: equal" : view.k > 1 ? `x: stretched ${times(view.k)}x` : `x: squeezed ${times(1 / view.k)}x`;
     b.classList.toggle("on", view.k !== 1);
     render();
   }
