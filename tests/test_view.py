@@ -1135,6 +1135,28 @@ def coin_view():
     return view_projection(sp.BoundaryProjector().fit(X, y), X, y)
 
 
+def test_browser_a_long_class_or_data_name_does_not_squeeze_the_plot(page_of):
+    # a class name of 300 letters widened the side panel to its length: the plot was squeezed
+    # to its 300 px minimum and the notes ran off the page's right edge (the title too)
+    from streamproj.plot.picture import Source
+
+    rng = np.random.default_rng(5)
+    label = rng.integers(0, 2, 3000)
+    z = rng.normal(size=(3000, 2)) + np.array([[-2.0, 0.0], [2.0, 0.0]])[label]
+    names = np.array(["L" * 300, "b"])  # (in sorted order)
+    source = Source(Blocks({"z": z, "label": names[label]}), names, np.eye(2), np.zeros(2),
+                    np.array([[1.0, 0.0]]), np.zeros(1), ["z0", "z1"], "x" * 200, "m", "y")
+    page, problems = page_of(build_view(source))
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # nothing off the page
+    assert page.locator("#sp-canvas").bounding_box()["width"] > 0.6 * width
+    side = page.evaluate("(() => { const s = document.getElementById('sp-side');"
+                         " return [s.scrollWidth, s.clientWidth]; })()")
+    assert side[0] <= side[1]
+    assert "L" * 300 in page.inner_text("#sp-legend").replace("\n", "")
+    assert problems == []
+
+
 def test_browser_a_small_stretch_is_not_said_as_1_0x(page_of):
     # x stretched 4 % against y read "x magnified 1.0x against y" and "x: stretched 1.0x":
     # equal aspect, to the reader, when it was not
