@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 
 from . import store
-from .errors import InputError
+from .errors import BadValuesError, InputError
 from .passes import project_blocks, score_blocks, store_projection
 from .solvers import scores_to_index
 from .validation import as_dask_labels, as_dask_rows, block_start, plain_labels, text_labels
@@ -59,7 +59,8 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
     coef = model.coef_
     if coef.shape[0] == 1:
         # coords[:, 0] is w·(x - c) with c on the boundary, so the decision value is ‖coef‖·z0.
-        decision = coords[:, 0] * np.linalg.norm(coef)
+        decision = coords[:, 0].map_blocks(_scaled_decision, float(np.linalg.norm(coef)),
+                                           names[0], dtype=np.float64)
         index = scores_to_index(decision)
         decision_dims: tuple[str, ...] = ("row",)
     else:
@@ -84,6 +85,19 @@ def projection_arrays(model, X, y=None, names=("X", "y")):
         labels = as_dask_labels(y, X.chunks[0], names)
         arrays["y"] = (_like_classes(labels, model.classes_, names[1]), ("row",))
     return arrays
+
+
+def _scaled_decision(z0, scale, name, block_info=None):
+    """``scale · z0``: a row whose decision value overflows is refused, named (not written as inf)."""
+    with np.errstate(over="ignore"):
+        out = z0 * scale
+    bad = np.flatnonzero(np.isinf(out) & np.isfinite(z0))
+    if bad.size:
+        row = block_start(block_info) + int(bad[0])
+        msg = (f"{name} row {row} is too large to project in float64 (its decision value "
+               "overflows); drop or rescale it")
+        raise BadValuesError(msg)
+    return out
 
 
 def _label_kind(dtype):

@@ -307,7 +307,10 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
         with in_any_order():
             check_finite(bfloat16_to_float32(block) if bfloat16 else block, row_offset + first,
                          name)
-        msg = f"{name} rows from {row_offset + first} are too large to project in float64"
+        # finite rows whose coordinates overflow: the first such row, not the block's first
+        row = row_offset + first + int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
+        msg = (f"{name} row {row} is too large to project in float64 (its coordinates "
+               "overflow); drop or rescale it")
         raise BadValuesError(msg)
     return out
 

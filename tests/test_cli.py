@@ -943,3 +943,25 @@ def test_project_refuses_labels_named_with_y_that_are_not_there(tmp_path, capsys
                "--output", tmp_path / "q.zarr") == 2
     assert "has no label column 'lable'" in one_error_line(capsys)
     assert not (tmp_path / "q.zarr").exists()
+
+
+def test_a_row_too_large_to_project_is_named_itself(tmp_path, capsys):
+    # "X rows from 0 are too large to project in float64" for a huge value in row 9 only
+    X, y = make_classes(n=300, p=3, k=2, seed=8)
+    write_zarr(tmp_path / "fit.zarr", X, y)
+    assert run("fit", tmp_path / "fit.zarr", "--model", tmp_path / "m") == 0
+    w = sp.load(tmp_path / "m").components_
+    # a row whose coordinates overflow, and one whose coordinates are finite but whose
+    # decision value (‖coef‖·z[0]) overflows: that was written as inf, with a warning
+    for signs, what in ((np.sign(w[0]), "coordinates"), (np.sign(w[0]) * [1, 1, -1], None)):
+        big = X.copy()
+        big[109] = 1.7e308 * signs
+        write_zarr(tmp_path / "d.zarr", big, y)
+        capsys.readouterr()
+        assert run("project", tmp_path / "m", tmp_path / "d.zarr", "--output",
+                   tmp_path / "o.zarr") == 2
+        line = one_error_line(capsys)
+        assert "d.zarr/X row 109 is too large to project in float64" in line
+        if what:
+            assert f"its {what} overflow" in line
+        assert not (tmp_path / "o.zarr").exists()
