@@ -739,32 +739,16 @@ def test_the_help_gives_the_defaults_the_commands_use():
     assert "default: the --y name" in helped("fit", "label")
 
 
-def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130():
-    # deterministic: the import of the command line itself is interrupted
-    code = textwrap.dedent("""
+@pytest.mark.parametrize("module", ["streamproj.cli", "streamproj._version"])
+def test_a_ctrl_c_during_the_commands_imports_is_one_line_and_130(module):
+    # deterministic: the import of the command line itself is interrupted; and of the
+    # version, which ``import streamproj`` read (importlib.metadata: most of the 50 ms
+    # before the command's guard) eagerly: a Ctrl-C there was a traceback
+    code = textwrap.dedent(f"""
         import sys
         class Interrupt:
             def find_spec(self, name, path=None, target=None):
-                if name == "streamproj.cli":
-                    raise KeyboardInterrupt
-        sys.meta_path.insert(0, Interrupt())
-        from streamproj._launch import main
-        sys.exit(main())
-    """)
-    proc = subprocess.run([sys.executable, "-c", code, "info", "x"], capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 130
-    assert proc.stderr == "streamproj: interrupted\n"
-
-
-def test_a_ctrl_c_while_the_version_is_read_is_one_line_and_130():
-    # ``import streamproj`` read its version (importlib.metadata: most of the 50 ms before the
-    # command's guard) eagerly: a Ctrl-C there was a traceback
-    code = textwrap.dedent("""
-        import sys
-        class Interrupt:
-            def find_spec(self, name, path=None, target=None):
-                if name == "streamproj._version":
+                if name == {module!r}:
                     raise KeyboardInterrupt
         sys.meta_path.insert(0, Interrupt())
         from streamproj._launch import main

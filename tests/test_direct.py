@@ -152,14 +152,8 @@ def test_a_whole_chunk_peaks_at_its_compressed_bytes_and_itself(tmp_path):
     assert peaks["direct"] < 0.8 * peaks["zarr"]
 
 
-def test_a_fit_and_its_projection_read_directly_have_the_bits_of_zarrs(tmp_path, monkeypatch):
-    rng = np.random.default_rng(3)
-    y = (rng.random(3000) < 0.4).astype(np.int64)
-    X = (rng.normal(size=(3000, 6)) + y[:, None] * [1, 0, 2, 0, 0, 1] + 1e4).astype(np.float32)
-    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
-    g.create_array("X", data=X, chunks=(700, 6))
-    g.create_array("y", data=y, chunks=(700,))
-    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
+def _count_direct_reads(monkeypatch):
+    """A list that gets, for each whole-chunk read asked of streamproj.direct, whether it read it."""
     reads = []
     real = direct._Layout.read
 
@@ -169,6 +163,18 @@ def test_a_fit_and_its_projection_read_directly_have_the_bits_of_zarrs(tmp_path,
         return out
 
     monkeypatch.setattr(direct._Layout, "read", counted)
+    return reads
+
+
+def test_a_fit_and_its_projection_read_directly_have_the_bits_of_zarrs(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    y = (rng.random(3000) < 0.4).astype(np.int64)
+    X = (rng.normal(size=(3000, 6)) + y[:, None] * [1, 0, 2, 0, 0, 1] + 1e4).astype(np.float32)
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    g.create_array("X", data=X, chunks=(700, 6))
+    g.create_array("y", data=y, chunks=(700,))
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
+    reads = _count_direct_reads(monkeypatch)
     fast = sp.BoundaryProjector().fit(g["X"], g["y"])
     z_fast = fast.transform(g["X"])
     z_fast = np.asarray(z_fast.compute() if hasattr(z_fast, "compute") else z_fast)
@@ -197,15 +203,7 @@ def test_the_commands_read_directly_too_and_a_damaged_chunk_is_still_named(tmp_p
     g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
     g.create_array("X", data=X, chunks=(300, 5))
     g.create_array("y", data=y, chunks=(300,))
-    reads = []
-    real = direct._Layout.read
-
-    def counted(self, key):
-        out = real(self, key)
-        reads.append(out is not None)
-        return out
-
-    monkeypatch.setattr(direct._Layout, "read", counted)
+    reads = _count_direct_reads(monkeypatch)
     assert run_cli("fit", tmp_path / "d.zarr", "--model", tmp_path / "m1") == 0
     assert sum(reads) >= 7  # every chunk of X (and of y)
     del reads[:]
