@@ -709,19 +709,18 @@ def report(results, target, sizes, limit_gb, wide=False):
             (f"project from a saved model (the CLI's) / read+write floor ({label})",
              ratio(get("project_cli", n, p), get("read_write", n, p)), ""),
         ]
-        if get("fit@base", n, p):
-            rows += [(f"fit now / fit baseline ({label})", ratio(get("fit", n, p), get("fit@base", n, p)), ""),
-                     (f"fit baseline / (read + Gram) ({label})",
-                      ratio(get("fit@base", n, p), get("read", n, p), get("gram", n, p)), "")]
-        if get("project@base", n, p):
-            rows += [(f"project now / project baseline ({label})",
-                      ratio(get("project", n, p), get("project@base", n, p)), "")]
-        if get("fit_cli@base", n, p):
-            rows += [(f"streamproj fit (command), now / baseline ({label})",
-                      ratio(get("fit_cli", n, p), get("fit_cli@base", n, p)), "")]
-        if get("project_cli@base", n, p):
-            rows += [(f"project from a saved model, now / baseline ({label})",
-                      ratio(get("project_cli", n, p), get("project_cli@base", n, p)), "")]
+        # each task beside its run from the baseline tree, where there is one
+        for task, said in (("fit", "fit now / fit baseline"),
+                           ("project", "project now / project baseline"),
+                           ("fit_cli", "streamproj fit (command), now / baseline"),
+                           ("project_cli", "project from a saved model, now / baseline")):
+            if get(f"{task}@base", n, p):
+                rows.append((f"{said} ({label})",
+                             ratio(get(task, n, p), get(f"{task}@base", n, p)), ""))
+                if task == "fit":
+                    rows.append((f"fit baseline / (read + Gram) ({label})",
+                                 ratio(get("fit@base", n, p), get("read", n, p),
+                                       get("gram", n, p)), ""))
         rows += _gpu_rows(get, ratio, n, p, label)
         fit, idle = get("fit", n, p), get("idle", n, p)
         if dtype != "float32" and fit and fit.get("peak_rss_mb"):
