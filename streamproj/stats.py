@@ -1156,6 +1156,18 @@ def _add_gram(product, block, buffer):
     blocks, two threads, at p = 4,096: panels 0.63 s (109 GFlop/s of useful
     work), syrk 1.15 s (60), numpy's product 1.52 s (45); at p = 2,048: 0.17,
     0.31 and 0.32 s (``scripts/bench_gram.py``, docs/bench-results.md).
+
+    Each panel is two products: the rows above its diagonal block
+    (``block[:, :j0]ᵀ block[:, j0:j1]``, gemm) and the diagonal block itself
+    (``dᵀ d``, which numpy hands to syrk: half of it computed). One product
+    of the whole ``[0, j1)`` also computed the diagonal block's lower half,
+    1/m more work for m panels (12.5 % at p = 2,048, 25 % at 1,024): the split
+    took 0.254 s against 0.284 at p = 2,048 and 0.956 against 1.092 at 4,096
+    (two threads, 1,024-row blocks). For full panels both give every upper
+    entry the same bits (OpenBLAS runs the same kernel; tested), so summaries
+    recorded under kernel 2 still verify; a narrower last panel (the one-hot
+    columns, a ragged p) took other paths in BLAS and other bits, so it keeps
+    the one product.
     """
     q = block.shape[1]
     if q < _PANEL_MIN_WIDTH:
@@ -1167,7 +1179,13 @@ def _add_gram(product, block, buffer):
     for k, (j0, j1) in enumerate(_panel_bounds(q)):
         # Fortran order: the add below then reads and writes whole columns.
         out = buffer[: j1 * (j1 - j0)].reshape((j1, j1 - j0), order="F")
-        np.matmul(block[:, :j1].T, block[:, j0:j1], out=out)
+        if j1 - j0 < _GRAM_PANEL:  # a narrow last panel: one product (see above)
+            np.matmul(block[:, :j1].T, block[:, j0:j1], out=out)
+        else:
+            diagonal = block[:, j0:j1]
+            if j0:
+                np.matmul(block[:, :j0].T, diagonal, out=out[:j0])
+            np.matmul(diagonal.T, diagonal, out=out[j0:])
         if isinstance(product, _UpperPanels):
             product.panel(k)[...] += out
         else:

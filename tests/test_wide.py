@@ -54,6 +54,27 @@ def test_in_place_panel_kernel_matches_the_two_pass_reference(monkeypatch, k, se
     assert np.array_equal(s.within, s.within.T)  # mirrored, so exactly symmetric
 
 
+@pytest.mark.parametrize("rows", [1, 3, 1024])
+@pytest.mark.parametrize("width", [stats_module._PANEL_MIN_WIDTH,
+                                   stats_module._PANEL_MIN_WIDTH + 2 * stats_module._GRAM_PANEL + 7])
+def test_each_panel_splits_off_its_diagonal_block_with_the_same_bits(rows, width):
+    # the panel kernel multiplies the rows above each diagonal block (gemm) and the block
+    # itself (syrk) apart: every upper entry must keep the bits of the one product over
+    # [0, j1) that recorded summaries (kernel 2) were made with, or they stop verifying
+    block = np.random.default_rng(rows).standard_normal((rows + 5, width))[5:, :]  # a view
+    product = np.zeros((width, width), order="F")
+    stats_module._add_gram(product, block, stats_module.gram_buffer(width))
+    stats_module._add_gram(product, block[::-1], stats_module.gram_buffer(width))
+    recorded = np.zeros((width, width), order="F")  # kernel 2 before the split, verbatim
+    buffer = stats_module.gram_buffer(width)
+    for part in (block, block[::-1]):
+        for j0, j1 in stats_module._panel_bounds(width):
+            out = buffer[: j1 * (j1 - j0)].reshape((j1, j1 - j0), order="F")
+            np.matmul(part[:, :j1].T, part[:, j0:j1], out=out)
+            recorded[:j1, j0:j1] += out
+    assert np.array_equal(np.triu(product), np.triu(recorded))
+
+
 def test_real_width_takes_the_panel_path_and_merges_stay_exact():
     width = stats_module._PANEL_MIN_WIDTH + 5
     X, y = make_classes(n=1300, p=width, k=3, seed=4, offset=1e3)
