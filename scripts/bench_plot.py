@@ -3,11 +3,14 @@
 Writes a synthetic projection (two overlapping classes, ``coords`` float64
 n x 2, ``y`` and ``predicted`` int8, 100,000-row chunks) and times, interleaved,
 (a) the floors: reading once, one chunk at a time with the same reader the
-pictures use (``streamproj.plot.reading.stream``), exactly the arrays each
-picture needs -- the view colours rows by ``y``, so its floor reads the
-coordinates and ``y``; the PNG also reports the classifier's accuracy and
-agreement, so its floor reads the coordinates, ``y`` and ``predicted``
-(the coordinates alone are shown for reference); (b) the static PNG, as
+pictures use (``streamproj.plot.reading.stream`` over the arrays opened as the
+pictures open them: local chunks decoded whole by ``streamproj.direct``),
+exactly the arrays each picture needs -- the view colours rows by ``y``, so
+its floor reads the coordinates and ``y``; the PNG also reports the
+classifier's accuracy and agreement, so its floor reads the coordinates, ``y``
+and ``predicted`` (the coordinates alone are shown for reference, and the
+PNG's arrays read by zarr in runs of chunks, as the pictures read them before
+stop 38); (b) the static PNG, as
 ``streamproj plot OUT --output FIG.png`` makes it; (c) the HTML view; (d) the
 peer, datashader's categorical count of the same rows from a dask DataFrame
 (when datashader is installed); then the peak RSS of the PNG and of the view in fresh processes at two sizes.
@@ -55,15 +58,25 @@ def write_output(path, n, chunk=100_000, seed=0):
     return path
 
 
-FLOORS = {"coords": ("z",), "view": ("z", "y"), "png": ("z", "y", "predicted")}
+FLOORS = {"coords": ("z",), "view": ("z", "y"), "png": ("z", "y", "predicted"),
+          "png zarr": ("z", "y", "predicted")}
 
 
-def read_once(out, names=("z",)):
-    """Read the named arrays of ``out`` once, block by block, as the pictures read them."""
+def read_once(out, names=("z",), reader="picture"):
+    """Read the named arrays of ``out`` once, block by block, as the pictures read them.
+
+    ``reader="picture"``: opened as the pictures open them (``store.CheckedArray``,
+    whose local chunks streamproj's reader decodes whole, one chunk a read);
+    ``"zarr"``: the bare Zarr arrays, read by zarr in runs of chunks (the pictures'
+    reads before stop 38).
+    """
+    from streamproj import store
     from streamproj.plot.reading import Blocks, coordinates, stream
 
     group = zarr.open_group(str(out), mode="r")
     arrays = {"z": coordinates(group), "y": group["y"], "predicted": group["predicted"]}
+    if reader == "picture":
+        arrays = {k: store.CheckedArray(v, k) for k, v in arrays.items()}
     total = [0.0]
 
     def touch(block, _start):
@@ -148,7 +161,8 @@ def main(argv=None):
             write_output(path, n)
     html(big, d / "warm.html")  # imports and first-touch costs (fonts too) out of the timings
     png(big, d / "warm.png")
-    jobs = {f"read {k}": (lambda names=names: read_once(big, names)) for k, names in FLOORS.items()}
+    jobs = {f"read {k}": (lambda names=names, k=k: read_once(
+        big, names, "zarr" if k.endswith("zarr") else "picture")) for k, names in FLOORS.items()}
     jobs.update({"png": lambda: png(big, d / "b.png"), "html": lambda: html(big, d / "b.html")})
     try:  # the peer, where it is installed (pip install datashader)
         import datashader  # noqa: F401
@@ -176,7 +190,9 @@ def main(argv=None):
     line("read coordinates once (reference)", "read coords")
     line("read coordinates + y once (view's floor)", "read view")
     line("read coordinates + y + predicted (PNG floor)", "read png")
+    line("the same read by zarr in runs of chunks (reference)", "read png zarr")
     line("PNG", "png", "read png")
+    line("PNG against zarr's read", "png", "read png zarr")
     line("HTML view", "html", "read view")
     if "datashader" in med:
         line("peer: datashader count_cat over dask (PNG)", "datashader", "read view")

@@ -37,6 +37,10 @@ class DirectChunks:
         self.chunks = array.chunks
         self._layout = layout
 
+    #: Reads of one whole chunk each are this reader's fast path (a read of several chunks
+    #: is zarr's): a caller free to choose reads chunk by chunk.
+    whole_chunks = True
+
     def __getitem__(self, key: Any) -> Any:
         out = self._layout.read(key)
         return self.array[key] if out is None else out

@@ -923,6 +923,11 @@ class CheckedArray:
     def __len__(self):
         return self.shape[0]
 
+    @property
+    def whole_chunks(self):
+        """True where reads of one whole chunk each are the fast ones (see :mod:`.direct`)."""
+        return bool(getattr(self._read, "whole_chunks", False))
+
     def __dask_tokenize__(self):
         return ("streamproj-checked", self.label, self.shape, str(self.dtype), self._token)
 

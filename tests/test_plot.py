@@ -84,6 +84,37 @@ def test_one_pass_counts_every_row_reading_whole_chunks_in_bounded_runs():
     np.testing.assert_array_equal(s.rows[:3], np.bincount(labels))
 
 
+def test_a_local_output_is_read_one_whole_chunk_a_read_by_streamprojs_reader(tmp_path,
+                                                                              monkeypatch):
+    # zarr's default layout, opened as the pictures open it: each block is one chunk,
+    # decoded by streamproj.direct (zarr's read of a run of chunks copies each one), and
+    # the rows are the same; a ragged last chunk too
+    from streamproj import direct, store
+
+    rng = np.random.default_rng(3)
+    z, labels = rng.normal(size=(10_500, 2)), rng.integers(0, 3, size=10_500).astype(np.int8)
+    group = zarr.open_group(str(tmp_path / "o.zarr"), mode="w")
+    group.create_array("projection", data=z, chunks=(1000, 2))
+    group.create_array("y", data=labels, chunks=(1000,))
+    arrays = {"z": store.CheckedArray(group["projection"], "projection"),
+              "label": store.CheckedArray(group["y"], "y")}
+    zarr_reads, direct_reads = [], []
+    real_zarr, real_direct = zarr.Array.__getitem__, direct._Layout.read
+    monkeypatch.setattr(zarr.Array, "__getitem__",
+                        lambda self, key: zarr_reads.append(key) or real_zarr(self, key))
+    monkeypatch.setattr(direct._Layout, "read",
+                        lambda self, key: direct_reads.append(key) or real_direct(self, key))
+    blocks = Blocks(arrays)
+    assert blocks.groups(range(len(blocks))) == [[i] for i in range(11)]
+    got = {}
+    stream(blocks, lambda b, s: got.__setitem__(s, (b["z"].copy(), b["label"].copy())))
+    assert zarr_reads == [] and len(direct_reads) == 22
+    np.testing.assert_array_equal(np.concatenate([got[s][0] for s in sorted(got)]), z)
+    np.testing.assert_array_equal(np.concatenate([got[s][1] for s in sorted(got)]), labels)
+    # blocks that are not the arrays' chunks are read in runs, by zarr, as before
+    assert Blocks(arrays, block_rows=500).groups(range(21))[0] != [0]
+
+
 def test_summary_counts_non_finite_and_far_rows_outside_and_each_side_of_the_boundary():
     rng = np.random.default_rng(7)
     z = rng.normal(size=(6000, 2))

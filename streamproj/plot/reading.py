@@ -128,12 +128,22 @@ class Blocks:
                 out.append({k: got[first[id(self.arrays[k])]] for k in names})
             return out
         lo, hi = self.bounds[indices[0]][0], self.bounds[indices[-1]][1]
-        got = {k: np.asarray(self.arrays[k][lo:hi]) for k in distinct}
+        # a key for every axis: streamproj's reader takes a whole chunk only so spelled
+        got = {k: np.asarray(self.arrays[k][(slice(lo, hi),) + (slice(None),)
+                                            * (len(self.arrays[k].shape) - 1)])
+               for k in distinct}
         out = []
         for a, b in (self.bounds[i] for i in indices):
             views = {k: v[a - lo : b - lo] for k, v in got.items()}
             out.append({k: views[first[id(self.arrays[k])]] for k in names})
         return out
+
+    def _chunk_aligned(self, array):
+        """True when ``array`` reads whole chunks fast and each block is one of its chunks."""
+        chunks = getattr(array, "chunks", None)
+        return (bool(getattr(array, "whole_chunks", False)) and isinstance(chunks, tuple)
+                and bool(chunks) and all(a % chunks[0] == 0 and (b - a == chunks[0] or b == self.n)
+                                         for a, b in self.bounds))
 
     def groups(self, indices, names=None, target_bytes=READ_BYTES):
         """``indices`` cut into runs of consecutive blocks read together (:meth:`read_span`).
@@ -144,6 +154,10 @@ class Blocks:
         if self.lazy:
             return [[i] for i in indices]
         names = list(names or self.arrays)
+        if all(self._chunk_aligned(self.arrays[k]) for k in names):
+            # streamproj's reader decodes a whole chunk into the array it returns; a read of
+            # several is zarr's, with its copy (10M rows: 0.155 core-s against 0.26)
+            return [[i] for i in indices]
         row_bytes = sum(int(np.prod(self.arrays[k].shape[1:], dtype=np.int64))
                         * np.dtype(self.arrays[k].dtype).itemsize
                         for k in {id(self.arrays[k]): k for k in names}.values())
