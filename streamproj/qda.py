@@ -10,8 +10,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 
 from . import solvers
-from .errors import SingularScatterError
+from .errors import BadValuesError, SingularScatterError
 from .estimator import _label, _SummaryClassifier
+from .validation import block_start
 
 __all__ = ["StreamingQDA"]
 
@@ -160,8 +161,22 @@ class StreamingQDA(_SummaryClassifier, ClassifierMixin, BaseEstimator):
         return da.exp(logp) if isinstance(logp, da.Array) else np.exp(logp)
 
 
-def _log_posterior_block(block, model):
-    return solvers.qda_log_posterior(model, np.asarray(block))
+def _log_posterior_block(block, model, block_info=None):
+    """:func:`~streamproj.solvers.qda_log_posterior` of finite rows, rows named globally.
+
+    A finite row so far out that its squared distance to every class overflows
+    has no score (NaN probabilities, ``classes_[0]`` by argmax): it is refused,
+    named. A class of prior 0 scores -inf on every row, which is no reason.
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scores = solvers.qda_log_posterior(model, np.asarray(block))
+        bad = np.flatnonzero(~np.isfinite(scores.max(axis=1, initial=-np.inf)))
+    if bad.size:
+        row = block_start(block_info) + int(bad[0])
+        msg = (f"X row {row} is too large for QDA in float64 (its squared distance to every "
+               "class mean overflows); drop or rescale it")
+        raise BadValuesError(msg)
+    return scores
 
 
 def _log_softmax(scores):

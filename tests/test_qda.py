@@ -95,3 +95,26 @@ def test_a_class_whose_squares_underflow_is_refused_unless_regularised():
     m = sp.StreamingQDA(reg_param=0.1).fit(X, y)
     np.testing.assert_allclose(m.predict_log_proba(X), ref.predict_log_proba(X), rtol=1e-9, atol=1e-12)
 
+
+
+def test_a_finite_row_whose_distances_overflow_is_named_not_scored_as_the_first_class():
+    """A row 1e160 out: every class's squared distance overflowed, its scores were NaN.
+
+    predict gave classes_[0] (argmax of NaN), predict_proba NaN and score counted it,
+    beside numpy's RuntimeWarnings; the row is now refused, named, in memory and lazily.
+    """
+    X, y = make_classes(n=200, p=3, k=2, seed=22)
+    m = sp.StreamingQDA().fit(X, y)
+    far = X.copy()
+    far[37, 0] = 1e160
+    lazy = da.from_array(far, chunks=(30, 3))
+    for call in (m.predict, m.predict_proba, m.predict_log_proba, m.decision_function,
+                 lambda rows: m.score(rows, y)):
+        with pytest.raises(BadValuesError, match="X row 37 is too large"):
+            call(far)
+        with pytest.raises(BadValuesError, match="X row 37 is too large"):
+            da.compute(call(lazy))
+    # a class of prior 0 scores -inf on every row, which is no reason
+    zero = sp.StreamingQDA(priors=[0.0, 1.0]).fit(X, y)
+    np.testing.assert_array_equal(zero.predict_proba(X)[:, 0], 0.0)
+    assert (zero.predict(X) == 1).all()
