@@ -31,6 +31,7 @@ from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, v
 from . import gpu, solvers, store
 from ._version import __version__
 from .errors import (
+    BadValuesError,
     IncompatibleStatsError,
     InputError,
     InvalidParameterError,
@@ -303,6 +304,19 @@ def _declared_index(declared, labels):
     (searched in a dtype common to both, two declared classes could be one).
     """
     return np.searchsorted(declared, np.asarray(labels).astype(declared.dtype))
+
+
+def _refuse_overflowed_rows(Z):
+    """Coordinates of finite rows (checked before) that are not finite overflowed: name the first.
+
+    As :func:`~streamproj.passes.project_blocks` does for lazy rows (it was -inf in memory).
+    """
+    if np.isfinite(Z).all():
+        return
+    row = int(np.flatnonzero(~np.isfinite(Z).all(axis=1))[0])
+    msg = (f"X row {row} is too large to project in float64 (its coordinates overflow); "
+           "drop or rescale it")
+    raise BadValuesError(msg)
 
 
 def _finite_block(block, block_info=None):
@@ -1133,7 +1147,10 @@ class BoundaryProjector(_SummaryClassifier, ClassifierMixin, TransformerMixin, B
             gpu.check_rows(rows.dtype)
             Z = gpu.centred_product(rows, self.center_, self.components_)
         else:
-            Z = subtract_rows(rows, self.center_) @ self.components_.T
+            with np.errstate(over="ignore"):  # a row whose coordinates overflow: named below
+                Z = subtract_rows(rows, self.center_) @ self.components_.T
+        if not isinstance(Z, da.Array):
+            _refuse_overflowed_rows(Z)
         return self._wrap_output(Z, X)
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:

@@ -843,3 +843,18 @@ def test_wide_integer_rows_are_fitted_and_projected_exactly(dtype, offset):
     assert rel_err(two.decision_function(da.from_array(X2, chunks=(377, 4))).compute(), ds) < 1e-12
     qda, qda_small = sp.StreamingQDA().fit(X, y), sp.StreamingQDA().fit(small_rows, y)
     np.testing.assert_allclose(qda.predict_proba(X), qda_small.predict_proba(small_rows), atol=1e-10)
+
+
+def test_transform_in_memory_refuses_a_row_whose_coordinates_overflow_as_lazily():
+    # a finite row near float64's largest was projected to -inf in memory (beside numpy's
+    # RuntimeWarning) where the same rows as a dask array were refused, the row named
+    X, y = make_classes(n=200, p=3, k=3, seed=23)
+    m = sp.BoundaryProjector(n_components=2).fit(X, y)
+    far = X.copy()
+    far[37] = 1.7e308 * np.sign(m.components_[0])
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(far[37] @ m.components_.T).all()  # (the row does overflow)
+    with pytest.raises(BadValuesError, match="X row 37 is too large to project"):
+        m.transform(da.from_array(far, chunks=(30, 3))).compute()
+    with pytest.raises(BadValuesError, match="X row 37 is too large to project"):
+        m.transform(far)
