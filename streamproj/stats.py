@@ -790,10 +790,32 @@ def partial_summary(X: Any, y: Any, detail: str = "pooled", row_offset: int = 0,
     class_scatter, m21, m22 = per_class if per_class else (None, None, None)
     if not (np.isfinite(_upper_diagonal(within, X.shape[1])).all() and np.isfinite(means).all()):
         check_finite(_cast_rows(X, decode), row_offset, names[0])
-        msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} are too large: "
-               "their squares overflow float64; rescale the features")
+        row = _first_row_too_large(X, decode, inverse)
+        if row is not None:
+            msg = (f"{names[0]} row {row_offset + row} is too large: its squares overflow "
+                   "float64; rescale the features")
+        else:  # each row's squares are finite, their sum is not
+            msg = (f"{names[0]} rows {row_offset}..{row_offset + X.shape[0] - 1} are too large: "
+                   "their squares overflow float64; rescale the features")
         raise BadValuesError(msg)
     return ClassStats(classes, counts, means, within, class_scatter, m21, m22, residuals)
+
+
+def _first_row_too_large(X, decode, inverse):
+    """The first row (finite) whose deviation from its class's median squares to inf, or None.
+
+    The median, since the chunk's class means are themselves spoilt by the
+    row to be found. None where no one row is to blame (each row's squares
+    finite, their sum not). Only on the way to an error (a float64 copy of the chunk).
+    """
+    rows = np.asarray(_cast_rows(X, decode), dtype=np.float64)
+    middle = np.empty((int(inverse.max()) + 1, rows.shape[1]))
+    for k in range(middle.shape[0]):
+        middle[k] = np.quantile(rows[inverse == k], 0.5, axis=0, method="lower")  # (a row's value)
+    with np.errstate(over="ignore", invalid="ignore"):
+        dev = rows - middle[inverse]
+        big = np.flatnonzero(~np.isfinite(dev * dev).all(axis=1))
+    return int(big[0]) if big.size else None
 
 
 def merge_partials(a: ClassStats, b: ClassStats) -> ClassStats:

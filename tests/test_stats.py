@@ -295,6 +295,22 @@ def test_squares_that_underflow_are_reported_not_summed(scale):
         sp.StreamingQDA().fit(X, y)
 
 
+@pytest.mark.parametrize("detail", ["pooled", "per_class", "fourth"])
+def test_squares_that_overflow_name_the_row_that_is_too_large(detail):
+    # one value 1e200 in row 6,543 of 10,000 (one chunk) was said as "X rows 0..9999 are too
+    # large": every row of the chunk (0..999999 for a million rows in memory), not the one
+    X, y = make_classes(n=10_000, p=3, k=3, seed=24)
+    X[6543, 1] = 1e200
+    with pytest.raises(BadValuesError, match=r"^X row 6543 is too large: its squares overflow"):
+        sp.accumulate(X, y, detail=detail)
+    with pytest.raises(BadValuesError, match=r"^X row 6543 is too large"):
+        sp.accumulate(X, y, detail=detail, chunk_rows=1000)  # (numbered across chunks)
+    # rows each of whose squares is finite but whose sum is not: the chunk's rows, as before
+    X[:, 1] = 1e153 * np.random.default_rng(0).normal(size=X.shape[0])
+    with pytest.raises(BadValuesError, match=r"^X rows 0\.\.9999 are too large"):
+        sp.accumulate(X, y, detail=detail)
+
+
 def test_a_chunk_where_a_column_is_tiny_is_judged_with_the_others():
     # Refused chunk by chunk, the same rows fitted in one piece and failed in 100-row chunks
     # (the found review case: a column near 1e-161 in one chunk, normal elsewhere)
