@@ -866,8 +866,9 @@ def boundary_basis(coef: ArrayLike, directions: np.ndarray | None = None) -> np.
     One boundary (coef of shape (1, p)): ``W = coef/‖coef‖``. Several classes:
     the boundaries between classes i and j have normals ``coef_i - coef_j``;
     with LDA's ``directions`` (:class:`LDA`, which span them) the basis is the
-    Gram–Schmidt orthonormalisation of the top K-1 of them (in order),
-    otherwise the principal directions of the centred coefficient rows.
+    Gram–Schmidt orthonormalisation of the top K-1 of them (in order, each
+    column's largest-magnitude entry positive), otherwise the principal
+    directions of the centred coefficient rows.
     """
     coef = np.atleast_2d(np.asarray(coef, dtype=np.float64))
     if coef.shape[0] == 1:
@@ -875,7 +876,9 @@ def boundary_basis(coef: ArrayLike, directions: np.ndarray | None = None) -> np.
         return w[:, None]
     rank_max = min(coef.shape[0] - 1, coef.shape[1])
     if directions is not None:
-        return _orthonormal_columns(directions[:, :rank_max])
+        # each with a sign of its own (as the principal axes): the eigensolver's flipped with
+        # rounding-level changes of the summaries (another chunking, an offset of 1e3)
+        return _flip_signs(_orthonormal_columns(directions[:, :rank_max]))
     centred = coef - coef.mean(axis=0)
     _, s, vt = np.linalg.svd(centred, full_matrices=False)
     return _flip_signs(vt[:_numerical_rank(s, coef.shape)].T)
