@@ -285,6 +285,52 @@ def _refuse_non_numeric_column(X):
         raise InputError(msg) from None
 
 
+def _is_real_number(value):
+    """True for a real number, or text numpy reads as one ('1.5'), as rows may hold them."""
+    if isinstance(value, Real):
+        return True
+    if isinstance(value, (str, bytes)):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _non_number(X):
+    """The message naming the first entry of in-memory rows that is no real number, or None.
+
+    For a list of rows, or rows numpy holds as Python objects or complex
+    numbers (a None, a word, 1+2j), which scikit-learn's messages named no row
+    of (or printed the whole array).
+    """
+    if hasattr(X, "columns") or (hasattr(X, "dtype") and X.dtype.kind not in "OcUS"):
+        return None  # (tables are named by their columns; numbers are numbers)
+    try:
+        rows = np.asarray(X) if getattr(X, "dtype", None) is not None else np.asarray(X, dtype=object)
+    except (TypeError, ValueError):  # (ragged rows: numpy's message says so)
+        return None
+    if rows.ndim != 2:
+        return None
+    if rows.dtype.kind == "c":  # (the first with an imaginary part, else the first)
+        bad = rows.imag != 0
+        bad.flat[0] |= not bad.any()
+    else:
+        bad = ~np.frompyfunc(_is_real_number, 1, 1)(rows).astype(bool)
+    hits = np.argwhere(bad)
+    if not hits.size:
+        return None
+    i, j = (int(v) for v in hits[0])
+    value = rows[i, j]
+    shown = value.item() if isinstance(value, np.generic) else value
+    if isinstance(shown, complex):  # (scikit-learn's words first: its checks look for them)
+        return (f"Complex data not supported: X holds {shown!r} in row {i} (column {j}); "
+                "features must be real numbers")
+    return (f"X holds {shown!r} in row {i} (column {j}), not a number; features must be real "
+            "numbers: drop that row or fill it in")
+
+
 def _not_among(labels, declared):
     """The labels (as Python values) that are not among ``declared``, compared exactly.
 
@@ -397,21 +443,25 @@ class _SummaryClassifier:
                                         self._parameter_words.get(name or "")) from None
 
     def _check_in_memory(self, X, reset):
-        """validate_data, with its ValueErrors as InputError (same message)."""
+        """validate_data, with its ValueErrors as InputError (naming the entry that is no number)."""
         try:
             rows = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False)
         except InputError:
             raise
         except (TypeError, ValueError) as exc:
             _refuse_non_numeric_column(X)
-            if isinstance(exc, TypeError):
-                raise
-            raise InputError(str(exc)) from None
+            named = _non_number(X)
+            if isinstance(exc, TypeError):  # (kept a TypeError, as scikit-learn's checks expect)
+                if named is None:
+                    raise
+                msg = f"{named} ({exc})"
+                raise TypeError(msg) from None
+            raise InputError(named or str(exc)) from None
         if rows.dtype.kind not in "biuf":
             # category and polars string columns pass validate_data as objects, which
             # predict's finite check met with numpy's "ufunc 'isfinite' not supported"
             _refuse_non_numeric_column(X)
-            msg = f"X must hold real numbers; got dtype {rows.dtype}"
+            msg = _non_number(X) or f"X must hold real numbers; got dtype {rows.dtype}"
             raise InputError(msg)
         return rows
 

@@ -362,6 +362,25 @@ def test_a_category_or_polars_text_column_is_named_on_fit_and_predict():
                 call(df, y) if call.__name__ == "fit" else call(df)
 
 
+def test_rows_of_python_objects_name_the_value_that_is_no_number():
+    # a list of rows with a None (JSON's null) or a word in it said "X must hold real numbers;
+    # got dtype object" (no row, column or value), and one with 1+2j printed the whole array
+    X, y = make_classes(n=3000, p=3, seed=25)
+    model = sp.BoundaryProjector().fit(X, y)
+    for value, said in ((None, r"^X holds None in row 2345 \(column 1\), not a number"),
+                        ("n/a", r"^X holds 'n/a' in row 2345 \(column 1\), not a number"),
+                        (1 + 2j, r"^Complex data not supported: X holds \(1\+2j\) in row 2345 "
+                                 r"\(column 1\); features must be real numbers$")):
+        rows = X.tolist()
+        rows[2345][1] = value
+        for call in (sp.BoundaryProjector().fit, sp.StreamingQDA().fit, model.predict,
+                     model.transform):
+            with pytest.raises(InputError, match=said):
+                call(rows, y) if call.__name__ == "fit" else call(rows)
+    rows = X.astype(object)  # numbers as Python objects: fine
+    np.testing.assert_array_equal(model.predict(rows), model.predict(X))
+
+
 def test_score_of_a_model_of_bytes_labels_is_its_accuracy():
     # bytes labels (HDF5, fixed-width Zarr) fit and predict, but score raised scikit-learn's
     # "labels represented as bytes is not supported" on rows in memory (the lazy path scored)
