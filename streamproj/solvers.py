@@ -570,11 +570,19 @@ def lda(stats: "ClassStats", shrinkage: Shrinkage = None, priors: ArrayLike | No
     pri = class_priors(stats.counts, priors)
     # (the renormalised priors: given again, they were said not to sum to 1 twice)
     cov = within_covariance(stats, shrinkage, None if priors is None else pri)
+    if shrinkage is None:
+        advice = ("use shrinkage (e.g. shrinkage='auto' or 0.1; --shrinkage auto on the command "
+                  "line), or drop collinear or constant features")
+    elif shrinkage in ("auto", "oas"):  # (it shrinks each class by its own estimate)
+        advice = ("try a fixed shrinkage (e.g. shrinkage=0.1; --shrinkage 0.1 on the command "
+                  "line), give more rows of each class, or drop collinear or constant features")
+    else:  # (singular only where the features barely vary within their classes)
+        advice = ("shrinkage mends only features that vary within their classes: give more rows "
+                  "of each class, a larger shrinkage, or drop constant features")
     scale, factor = _scaled_factor(
         cov,
-        "the within-class covariance",
-        "use shrinkage (e.g. shrinkage='auto' or 0.1; --shrinkage auto on the command line), "
-        "or drop collinear or constant features"
+        "the within-class covariance" + ("" if shrinkage is None else f" with shrinkage={shrinkage!r}"),
+        advice
         + (" — there are fewer rows than features" if stats.n_samples <= stats.n_features else ""),
         check=check_singular,
     )

@@ -91,6 +91,24 @@ def test_p_greater_than_n_needs_and_accepts_shrinkage():
         assert rel(m.decision_function(X), ref.decision_function(X)) <= 1e-8
 
 
+def test_a_covariance_that_shrinkage_leaves_singular_does_not_advise_shrinkage():
+    # with shrinkage given, the error still said "use shrinkage (e.g. shrinkage='auto' or 0.1)":
+    # one row per class (no scatter at all), or 'auto' on three rows, which 0.5 solves
+    two = np.array([[0.0, 1, 2], [1, 3, 2]])
+    with pytest.raises(SingularScatterError, match=r"covariance with shrinkage=0\.5 is singular: "
+                                                   r".*give more rows of each class, a larger "
+                                                   r"shrinkage") as info:
+        sp.BoundaryProjector(shrinkage=0.5).fit(two, [0, 1])
+    assert "use shrinkage" not in str(info.value)
+    three, y = np.array([[0.0, 1, 2], [1, 3, 2], [0.5, 1, 3]]), [0, 1, 1]
+    with pytest.raises(SingularScatterError, match=r"covariance with shrinkage='auto' is singular "
+                                                   r".*try a fixed shrinkage \(e\.g\. "
+                                                   r"shrinkage=0\.1") as info:
+        sp.BoundaryProjector(shrinkage="auto").fit(three, y)
+    assert "use shrinkage" not in str(info.value)
+    sp.BoundaryProjector(shrinkage=0.5).fit(three, y)
+
+
 def test_near_singular_scatter_still_agrees():
     X, y = make_classes(n=2000, p=6, seed=14)
     rng = np.random.default_rng(0)
