@@ -1711,8 +1711,7 @@ def project_model(model_path, inputs, out, x="X", y="y", overwrite=False, progre
         # a rewrite in the new frame holds every row OUT held, not just this run's inputs
         srcs = _with_held_sources(state, srcs, out, model, model_path, allow_missing_chunks,
                                   meta.get("sources"))
-    X, Y, x_name = outputs.concat_rows([(s, 0) for s in srcs])
-    names = (x_name, srcs[0].names[1] if len(srcs) == 1 else "labels")
+    X, Y, names = outputs.concat_rows([(s, 0) for s in srcs], model.classes_)
     with clock("pass2"), _context(srcs[0].spec if len(srcs) == 1 else str(out),
                                   _named_columns(srcs[0]) if len(srcs) == 1 else None):
         arrays = projection_arrays(model, X, Y, names)
@@ -1865,7 +1864,8 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
         store.tidy_output(out)  # a job killed after its swap left the old copy behind
         return {"status": "projected", "output_action": "unchanged", "rows": n_old,
                 "rows_written": 0, "sources": reports}
-    X, Y, x_name = outputs.concat_rows([(s, a) for s, a, _ in parts])
+    X, Y, names = outputs.concat_rows([(s, a) for s, a, _ in parts],
+                                      frame.classes_ if "y" in state["arrays"] else None)
     _refuse_missing_labels(state, parts, out)
     listings = {id(src): ledger.stamp(src) for src, _, _ in parts}  # before the rows are read
     def grown_attrs():
@@ -1892,7 +1892,6 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
     if in_one_pass is None:  # (in one pass, the caller refuses copies, before the model is written)
         _refuse_appended_copies(held, parts, out)
     new_attrs = grown_attrs() if in_one_pass is None else attrs
-    names = (x_name, "labels")
     with (clock("pass2"), _context(str(out)),
           first_bad_row(X, names[0], getattr(frame, "bfloat16", False))):
         arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)

@@ -128,6 +128,8 @@ def _kind_block(block, want, name, block_info=None):
         first = block[0]
         kind = "text" if isinstance(first, str | bytes) else "numbers"
         start = block_start(block_info)
+        if isinstance(name, RowsOf):  # rows of several inputs: the input and its own row
+            name, start = name.locate(start)
         _check_kind(kind, want, name, f"{first!r} at row {start}")
     return block
 
@@ -329,25 +331,32 @@ def _text_block(block, name, target=None, block_info=None):
     return block
 
 
-def concat_rows(parts):
+def concat_rows(parts, classes=None):
     """One lazy array of the rows ``[start:]`` of each ``(Source, start)``; labels when all have them.
+
+    ``classes``: the model's, when the labels are to be stored: each input's
+    labels of one dtype are checked to be of their kind (text, or numbers and
+    booleans) here, input by input, as one concatenation of text and numbers
+    would be text (``0`` and ``1.0`` beside ``"0"`` as ``"0"`` and ``"1.0"``).
 
     Returns
     -------
     X, y : dask arrays (y None unless every source has labels)
-    name : str
-        What to call X in errors: the source's name, or for several a
-        :class:`RowsOf` that names the source and row a bad value is in.
+    names : (str, str)
+        What to call X and y in errors: the source's names, or for several
+        :class:`RowsOf` that name the source and row a bad value is in.
     """
     X = da.concatenate([src.X[start:] for src, start in parts], axis=0)
-    ys = [src.y for src, _ in parts]
-    y = None if any(v is None for v in ys) else da.concatenate(
-        [src.y[start:] for src, start in parts], axis=0)
+    ys = [src.y[start:] for src, start in parts if src.y is not None]
+    for src, _ in parts if classes is not None and len(ys) == len(parts) else ():
+        if src.y.dtype.kind != "O":  # (labels typed per chunk are checked chunk by chunk)
+            _like_classes(src.y, classes, src.names[1])
+    y = None if len(ys) < len(parts) else da.concatenate(ys, axis=0)
     # (rows of one input from its row ``start`` on are named in its own numbering: a bad row
     # 150 of an input grown from 100 rows was "row 50" in an append, "row 150" in an update)
-    name = parts[0][0].names[0] if len(parts) == 1 and not parts[0][1] else RowsOf(
-        [(src.names[0], start, src.n_rows - start) for src, start in parts])
-    return X, y, name
+    names = tuple(parts[0][0].names[i] if len(parts) == 1 and not parts[0][1] else RowsOf(
+        [(src.names[i], start, src.n_rows - start) for src, start in parts]) for i in (0, 1))
+    return X, y, names
 
 
 class RowsOf(str):

@@ -801,6 +801,44 @@ def test_labels_of_another_kind_than_the_classes_are_refused(tmp_path):
     assert np.mean(out["y"][:] == out["predicted"][:]) > 0.8
 
 
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+def test_labels_of_several_inputs_are_checked_input_by_input_and_named(tmp_path):
+    """Int labels 0/1 given beside text labels were made the text "0"/"1" and written silently.
+
+    (One dask concatenation of ``<U1`` and ``int64`` labels is text: the int
+    input alone was refused, with the text one it passed; float labels 1.0
+    became a new class "1.0".) A refusal names the input and its row, not OUT.
+    """
+    X, y = make_classes(n=600, p=3, k=2, seed=15)
+    _text_store(tmp_path / "text.zarr", X[:200], y[:200].astype(str))
+    write_zarr(tmp_path / "int.zarr", X[200:400], y[200:400], chunk_rows=70)
+    write_zarr(tmp_path / "float.zarr", X[400:], y[400:].astype(np.float64), chunk_rows=70)
+    jobs.fit_model(str(tmp_path / "text.zarr"), tmp_path / "mt")
+    jobs.project_model(tmp_path / "mt", [str(tmp_path / "text.zarr")], tmp_path / "o.zarr")
+    before = tree(tmp_path / "o.zarr")
+    for other in ("int.zarr", "float.zarr"):
+        for mode, out in (("rewrite", "o2.zarr"), ("append", "o.zarr")):
+            for given in ([other], ["text.zarr", other]):
+                with pytest.raises(sp.errors.InputError,
+                                   match=rf"/{other}/y holds numbers"):
+                    jobs.project_model(tmp_path / "mt", [str(tmp_path / g) for g in given],
+                                       tmp_path / out, mode=mode)
+            assert not (tmp_path / "o2.zarr").exists()
+            assert tree(tmp_path / "o.zarr") == before
+    # labels typed per chunk (Parquet) are named by their input and its row too
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    frame = pd.DataFrame(X[:200], columns=["x0", "x1", "x2"]).assign(y=y[:200].astype(str))
+    frame.to_parquet(tmp_path / "text.parquet", row_group_size=70)
+    jobs.fit_model(str(tmp_path / "int.zarr"), tmp_path / "mi")
+    jobs.project_model(tmp_path / "mi", [str(tmp_path / "int.zarr")], tmp_path / "oi.zarr")
+    with pytest.raises(sp.errors.InputError, match=r"text\.parquet:y holds text \('[01]' at row "
+                                                   r"(0|70|140)\) but the model's classes are numbers"):
+        jobs.project_model(tmp_path / "mi", [str(tmp_path / "int.zarr"),
+                                             str(tmp_path / "text.parquet")],
+                           tmp_path / "oi.zarr", mode="append", y="y")
+
+
 def test_a_bad_value_among_several_inputs_names_its_input_and_row(tmp_path):
     """It named "2 inputs" and the row of the concatenation."""
     import pickle
