@@ -1892,7 +1892,8 @@ def _append(state, frame, srcs, out, progress, clock, in_one_pass=None):
     if in_one_pass is None:  # (in one pass, the caller refuses copies, before the model is written)
         _refuse_appended_copies(held, parts, out)
     new_attrs = grown_attrs() if in_one_pass is None else attrs
-    with (clock("pass2"), _context(str(out)),
+    columns = _named_columns(parts[0][0]) if len(parts) == 1 else None  # "(column b)", not 1
+    with (clock("pass2"), _context(str(out), columns),
           first_bad_row(X, names[0], getattr(frame, "bfloat16", False))):
         arrays = projection_arrays(frame, X, Y if "y" in state["arrays"] else None, names)
         with store.output_group(out, append=True, expect=attrs.get("write_id"),

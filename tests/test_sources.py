@@ -611,22 +611,27 @@ def test_a_zarr_dataset_with_named_variables_opens_by_its_columns(inputs):
         sources.open_source(inputs["zarr-v3"][0], label="label")
 
 
-@pytest.mark.parametrize("step", ["fit", "project"])
+@pytest.mark.parametrize("step", ["fit", "project", "append"])
 def test_a_bad_value_in_a_table_names_its_row_and_column(tmp_path, data, step):
+    """(An append named "(column 3)": its errors took OUT's name and no columns.)"""
     from streamproj import jobs
 
     X, y = data
     df = _frame(X, y)
     df.loc[777, "emb_3"] = np.nan
     _parquet(tmp_path / "bad.parquet", df, row_group_size=200)
-    if step == "project":
+    if step != "fit":
         _parquet(tmp_path / "good.parquet", _frame(X, y))
         jobs.fit_model(tmp_path / "good.parquet", tmp_path / "m", label="label")
+    if step == "append":
+        jobs.project_model(tmp_path / "m", tmp_path / "good.parquet", tmp_path / "o.zarr",
+                           label="label")
     def run():
         if step == "fit":
             return jobs.fit_model(tmp_path / "bad.parquet", tmp_path / "m", label="label")
         return jobs.project_model(tmp_path / "m", tmp_path / "bad.parquet",
-                                  tmp_path / "o.zarr", label="label")
+                                  tmp_path / "o.zarr", label="label",
+                                  mode="append" if step == "append" else "rewrite")
 
     with pytest.raises(BadValuesError, match=r"bad.parquet\[.*\] has a non-finite value \(nan\) "
                                              r"in row 777 \(column emb_3\)"):
