@@ -243,8 +243,10 @@ def held_rows(entry, src, what, fix):
         raise SourceChangedError(msg)
     expected = fingerprint_of(entry)
     if expected is not None and src.fingerprint(rows) != expected:
-        msg = (f"the first {rows} rows of {src.names[0]} (taken into {what} on {when}) have "
-               f"changed since; {fix}")
+        # (the fingerprint covers the labels too: relabelled rows were said to be X's change)
+        labels = "" if src.y is None else f" or their labels {src.names[1]}"
+        msg = (f"the first {rows} rows of {src.names[0]}{labels} (taken into {what} on {when}) "
+               f"have changed since; {fix}")
         raise SourceChangedError(msg)
     return rows
 

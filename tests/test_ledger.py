@@ -41,6 +41,17 @@ def rows(*days):
     return np.concatenate([np.arange(i * 300, (i + 1) * 300) for i in days])
 
 
+def test_a_held_source_whose_labels_changed_is_said_to_have_changed_labels_too(days):
+    """Relabelled rows were refused as "the first 300 rows of day-0.zarr/X have changed":
+    X had not (the fingerprint covers the labels too), and the message did not say so."""
+    d, X, y = days
+    jobs.fit_model(d / "day-0.zarr", d / "m")
+    zarr.open_group(str(d / "day-0.zarr"), mode="a")["y"][5] = 1 - y[5]
+    with pytest.raises(SourceChangedError, match=r"first 300 rows of .*day-0\.zarr/X or their "
+                                                 r"labels .*day-0\.zarr/y \(taken into model"):
+        jobs.update_model(d / "m", d / "day-0.zarr")
+
+
 def test_glob_skips_merged_sources_merges_grown_ones_and_refuses_changed(days):
     d, X, y = days
     jobs.fit_model(str(d / "day-[01].zarr"), d / "m")
@@ -1431,7 +1442,8 @@ def test_a_relocation_that_cannot_be_checked_is_refused_and_writes_nothing(days,
                    r".*new/day-1\.zarr: it cannot be read there \(.*\); move it there first, or "
                    r"give NEW where it went$",
         "changed": r"cannot relocate .*data/day-2\.zarr to .*new/day-2\.zarr: the first 300 rows "
-                   r"of .*new/day-2\.zarr/X \(taken into model .*\) have changed since; these are "
+                   r"of .*new/day-2\.zarr/X or their labels .*new/day-2\.zarr/y \(taken into model "
+                   r".*\) have changed since; these are "
                    r"not the rows model .*m took: give NEW where they moved unchanged, or refit",
         "shrunk": r"cannot relocate .*data/day-1\.zarr to .*: .*day-1\.zarr/X has 200 rows but "
                   r"model .*m holds 300 of them .* rows were removed",
