@@ -148,7 +148,8 @@ def test_file_size_is_bounded_at_100_million_rows(kind):
     n = (64 * 64 + p.far_tiles**2) * 48  # the sample full (its far rows' tiles too)
     p.sample = {"tile": np.zeros(n, np.intp), "hash": np.zeros(n, np.uint64),
                 "x": rng.normal(size=n), "y": rng.normal(size=n),
-                "bucket": rng.integers(0, 3, n), "row": rng.integers(0, 10**8, n)}
+                "bucket": rng.integers(0, 3, n), "cls": rng.integers(0, 3, n),
+                "row": rng.integers(0, 10**8, n)}
     payload, stored = encode_view(p, {"names": cm.names})
     page = render_page(payload, "t")
     assert len(page.encode()) <= 20 * 2**20
@@ -1741,3 +1742,33 @@ def test_browser_labels_the_model_does_not_know_are_said_to_be_other(page_of):
     data = re.search(r'<script type="application/json" id="sp-data">(.*?)</script>', known.html,
                      re.S)
     assert json.loads(data.group(1))["unknown"] == 0
+
+
+def test_browser_a_sampled_row_of_a_class_without_a_colour_is_hovered_by_its_name(page_of):
+    # the dot of a class past --top (grey, "other") was hovered as "row 3283 · other": the
+    # view's hover names every class, and a label the model lacks stays "other"
+    X, y = make_classes(n=6000, p=4, k=12, seed=2)
+    m = sp.BoundaryProjector().fit(X, y)
+    labels = y.copy()
+    labels[-300:] = 99
+    view = view_projection(m, X, labels, top=3)
+    cm, s = view.pyramid.classmap, view.pyramid.sample
+    page, problems = page_of(view)
+    box = page.locator("#sp-canvas").bounding_box()
+    other = np.flatnonzero(s["bucket"] == cm.n_buckets - 1)
+    hidden = other[labels[s["row"][other]] != 99]
+    unknown = other[labels[s["row"][other]] == 99]
+    assert hidden.size
+    assert unknown.size
+    for p in (hidden[0], hidden[-1], unknown[0]):
+        page.evaluate("([x, y]) => window.streamproj.panTo(x, y)", [s["x"][p], s["y"][p]])
+        _zoom_to_finest_cell(page, view, 20)
+        r = page.evaluate("window.streamproj.plotRect()")
+        page.mouse.move(box["x"] + r["l"] + r["w"] / 2, box["y"] + r["t"] + r["h"] / 2)
+        assert page.evaluate("window.streamproj.hoverRow") == s["row"][p]
+        first = page.inner_text("#sp-tip").splitlines()[0]
+        label = labels[s["row"][p]]
+        assert first == (f"row {s['row'][p]} · {label} (other)" if label != 99
+                         else f"row {s['row'][p]} · other")
+        page.evaluate("window.streamproj.zoom(1 / 4096, 0, 0)")
+    assert problems == []

@@ -463,6 +463,7 @@ class ClassMap:
             table[self.classes.astype(np.int64) - lo] = lut
             self._dense = (lo, table)
         self._byte_tables = {}  # labels of 1- or 2-byte integer dtypes: a table over all values
+        self._every: ClassMap | None = None  # every class its own bucket (see position)
         names = [one_line(str(c)) for c in self.classes[shown]]
         # a class shown under the name "other" would have two legend entries of that name
         other = "other" if "other" not in names else "other classes"
@@ -470,6 +471,14 @@ class ClassMap:
             other = f"({other})"
         self.other_name = other
         self.names = [*names, other]
+
+    def position(self, labels):
+        """Position of each label in ``classes``; ``len(classes)`` for labels the model lacks."""
+        if len(self.shown) == len(self.classes):  # every class its own bucket, in order
+            return self.index(labels)
+        if self._every is None:
+            self._every = ClassMap(self.classes, top=len(self.classes))
+        return self._every.index(labels)
 
     def bucket_of_class(self, position):
         """Bucket of the class at ``position`` in ``classes``."""

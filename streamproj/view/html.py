@@ -129,7 +129,9 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         packed = list(pool.map(_pack_level, levels))
         points_blobs = list(pool.map(_deflate64, raw, strategies))
         packed_overview = list(pool.map(_pack_level, overview))
-    used = 0
+    # the names of the classes in "other" sampled rows hover under: from the levels' budget
+    other = _other_classes(pyramid.classmap, s["bucket"][order], s["cls"][order])
+    used = len(json.dumps(other))
     tier = None
     if overview:  # first, coarsest first, in half the budget: it holds every row
         o = pyramid.overview
@@ -146,6 +148,7 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
               "origin": origin.tolist(), "unit": unit.tolist(), "bucket": points_blobs[1],
               "row": points_blobs[2], "tiles": pyramid.tiles, "per_tile": pyramid.per_tile,
               "far_tiles": pyramid.far_tiles}
+    points.update(other)
     payload = dict(meta)
     payload.update({
         "extent": pyramid.extent.tolist(),
@@ -157,6 +160,26 @@ def encode_view(pyramid, meta, budget=DEFAULT_BUDGET):
         "overview": tier,
     })
     return payload, len(encoded)
+
+
+def _other_classes(classmap, bucket, cls):
+    """The classes of the sampled rows in "other" that the model knows (their hover names them).
+
+    Returns ``{}`` where there are none, else ``classes`` (their names) and
+    ``class`` (deflated, base64): per sampled row 0, or 1 + its class's place
+    in ``classes``, in the narrowest unsigned dtype (``class_bytes``).
+    """
+    from ..plot.reading import one_line
+
+    named = (bucket == classmap.n_buckets - 1) & (cls < len(classmap.classes))
+    if not named.any():
+        return {}
+    positions, index = np.unique(cls[named], return_inverse=True)
+    which = np.zeros(cls.size, dtype=np.min_scalar_type(positions.size))
+    which[named] = index + 1
+    return {"classes": [one_line(str(c)) for c in classmap.classes[positions]],
+            "class": _deflate64(which.astype(which.dtype.newbyteorder("<")).tobytes()),
+            "class_bytes": which.itemsize}
 
 
 def render_page(payload, title):

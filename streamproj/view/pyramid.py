@@ -27,7 +27,7 @@ __all__ = ["Pyramid", "finest_within", "grid", "row_hash"]
 _MAX_U64 = np.iinfo(np.uint64).max
 MIN_MERGE = 50_000
 _FIELDS = {"tile": np.intp, "hash": np.uint64, "x": np.float64, "y": np.float64,
-           "bucket": np.intp, "row": np.int64}
+           "bucket": np.intp, "cls": np.intp, "row": np.int64}
 
 
 def row_hash(rows):
@@ -341,7 +341,7 @@ class Pyramid:
         at = keep if inside is None else inside[keep]
         cand = {"tile": tile[keep], "hash": h[keep], "x": x[at], "y": y[at],
                 "bucket": self.classmap.index(labels[at]) if bucket is None else bucket[at],
-                "row": at + start}
+                "cls": self.classmap.position(labels[at]), "row": at + start}
         batch = None
         with self._lock:
             if out_b is not None:
@@ -419,7 +419,11 @@ class Pyramid:
 
     @property
     def sample(self):
-        """The sampled rows: dict of ``tile``, ``hash``, ``x``, ``y``, ``bucket``, ``row``."""
+        """The sampled rows: dict of ``tile``, ``hash``, ``x``, ``y``, ``bucket``, ``row``.
+
+        And ``cls``: the row's class, its position in the classes (their number
+        for a label the model lacks), which "other" does not say.
+        """
         with self._lock:
             if self._pending and not self._merging:
                 self._merging = True

@@ -8,7 +8,9 @@
   // class names are the data's labels, put into the legend's and the hover's HTML: as text
   // (a label "<b>x</b>" was drawn bold as "x", and "<img onerror=...>" ran script)
   const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
-  const NAMES = M.names.map((n) => String(n).replace(/[&<>"']/g, (c) => ESC[c]));
+  const escape = (n) => String(n).replace(/[&<>"']/g, (c) => ESC[c]);
+  const NAMES = M.names.map(escape);
+  const CLASS_NAMES = (M.points.classes || []).map(escape);  // the classes "other" holds, sampled
   const MIN_ALPHA = 0.25;
   const PAD = { l: 64, r: 12, t: 10, b: 44 };
   const api = { ready: false, errors: [] };
@@ -570,7 +572,9 @@
     let html = "";
     const p = nearestPoint(px, py);
     if (p >= 0) {
-      html += `<b>row ${points.row[p].toLocaleString("en-US", { useGrouping: false })}</b> · ${NAMES[points.bucket[p]]}<br>` +
+      // its own class, where "other" holds it (the hover names every class)
+      const named = points.cls && points.cls[p] ? `${CLASS_NAMES[points.cls[p] - 1]} (${NAMES[points.bucket[p]]})` : NAMES[points.bucket[p]];
+      html += `<b>row ${points.row[p].toLocaleString("en-US", { useGrouping: false })}</b> · ${named}<br>` +
         `z = (${fmt(points.xy[2 * p])}, ${fmt(points.xy[2 * p + 1])})<hr style="margin:3px 0">`;
       api.hoverRow = points.row[p];
     } else api.hoverRow = null;
@@ -758,6 +762,8 @@
       xy,
       bucket: new Uint8Array(await inflate(pts.bucket)),
       row: new Float64Array(await inflate(pts.row)),
+      // a row of a class in "other" (past --top): 1 + its place in pts.classes, else 0
+      cls: pts.class ? new TYPED[`u${pts.class_bytes}`](await inflate(pts.class)) : null,
     };
     setup(); resize(); resetView(); render();
     api.boundary = M.boundary;
