@@ -663,6 +663,31 @@ def test_an_infinite_coordinate_is_said_to_be_infinitely_far_not_inf_times_the_r
     assert "inf x" not in line
 
 
+def test_rows_with_a_nan_coordinate_are_said_to_be_nan_not_only_counted_outside():
+    # 300 NaN rows of a hand-built Source were "310 of 4,000 rows (7.75%) fall outside" and no
+    # more (the 10 infinite ones were named: "infinitely far")
+    from streamproj.plot.picture import Source, draw_source
+    from streamproj.plot.reading import Blocks
+
+    rng = np.random.default_rng(3)
+    label = rng.integers(0, 2, 4000)
+    z = rng.normal(size=(4000, 3)) + np.array([[-2, 0, 0], [2, 0, 0]])[label]
+    z[:300, 0] = np.nan
+    z[300:310, 1] = np.inf
+    z[310:330, 2] = np.nan  # an axis not drawn: these rows are drawn
+    source = Source(Blocks({"z": z, "label": label}, block_rows=1000), np.arange(2), np.eye(3),
+                    np.zeros(3), np.array([[1.0, 0.0, 0.0]]), np.zeros(1), ["a", "b", "c"],
+                    "d", "m", "y")
+    fig = draw_source(source, axes=(0, 1))
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "310 of 4,000 rows (7.75%) fall outside" in text
+    assert "300 rows (7.50%) have a NaN coordinate and are not drawn" in text
+    assert fig.streamproj_summary.nan_rows == 300
+    fig = draw_source(source, axes=(1, 2))  # z[0] not drawn: its NaN rows are
+    text = re.sub(r"\s+", " ", " ".join(t.get_text() for t in fig.texts))
+    assert "20 rows (0.50%) have a NaN coordinate and are not drawn" in text
+
+
 def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():
     # a class in 2 % of the z[0] range was drawn in 2-3 bins of the panel's 200
     rng = np.random.default_rng(4)

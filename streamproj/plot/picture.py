@@ -754,6 +754,11 @@ def draw_source(source, *, model=None, axes=None, stretch=False, top=8, compare_
     notes.append(f"limits: a sample's range, at most half the 1-99 % quantiles' width beyond them, "
                  f"padded 5 %; {outside:,} of {n:,} rows ({outside / max(n, 1):.2%}) fall outside "
                  + ("and are not drawn" if len(placed) == 1 else "some panel and are not drawn there"))
+    if summary.nan_rows:  # (counted outside above, but no limit leaves a NaN out: said so)
+        notes.append(f"{summary.nan_rows:,} row{'' if summary.nan_rows == 1 else 's'} "
+                     f"({summary.nan_rows / max(n, 1):.2%}) "
+                     f"{'has' if summary.nan_rows == 1 else 'have'} a NaN coordinate and "
+                     f"{'is' if summary.nan_rows == 1 else 'are'} not drawn")
     if legend_note:
         notes.append(legend_note)
     if cm.n_buckets - 1 < len(source.classes):

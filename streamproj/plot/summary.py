@@ -171,6 +171,9 @@ class PictureSummary:
         self.extremes = np.tile([np.inf, -np.inf], (len(self.limits), 1))
         self.labelled = self.correct = self.predicted = self.agree = self.agree_own = 0
         self._outside_any = np.zeros(nb, dtype=np.int64)  # (several panels: see outside_any)
+        # rows with a NaN on an axis some panel draws: outside every limit, and said as such
+        self._drawn = sorted({a for p in self.pairs for a in p})
+        self.nan_rows = 0
         self._lock = threading.Lock()
 
     def grid(self, pair):
@@ -279,6 +282,10 @@ class PictureSummary:
         offset += sides
         keys += offset
         add_keys(self._margin_padded.reshape(-1), keys, self._lock)
+        nan_rows = 0
+        if nan[self._drawn].any():  # (only a block holding one pays for the count)
+            nan_rows = int(np.count_nonzero(np.logical_or.reduce(
+                [np.isnan(columns[a]) for a in self._drawn if nan[a]])))
         correct = labelled = agree = predicted = agree_own = 0
         if "predicted" in block:
             pred = np.asarray(block["predicted"]).ravel()
@@ -295,6 +302,7 @@ class PictureSummary:
         with self._lock:
             np.fmin(self.extremes[:, 0], low, out=self.extremes[:, 0])
             np.fmax(self.extremes[:, 1], high, out=self.extremes[:, 1])
+            self.nan_rows += nan_rows
             self.correct += correct
             self.labelled += labelled
             self.agree += agree
