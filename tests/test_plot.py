@@ -1750,6 +1750,33 @@ def test_class_names_with_line_breaks_are_drawn_on_one_line():
     _assert_text_inside(fig)
 
 
+def test_a_class_name_the_font_cannot_draw_is_said_once_by_name(tmp_path):
+    # "parrot 🦜" warned "Glyph 129436 (\\N{PARROT}) missing from font(s) DejaVu Sans." twice
+    # (measuring the text, then saving it) and named neither the class nor what was drawn
+    import warnings
+
+    from streamproj.errors import StreamprojWarning
+    from streamproj.plot import save_figure
+
+    X, y = make_coin(n=4000)
+    names = np.array(["parrot \U0001F99C", "dog"])[y]
+    m = sp.BoundaryProjector().fit(X, names)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # (as a user sees them: once per place and text)
+        fig = plot_projection(m, X, names)
+        save_figure(fig, tmp_path / "f.png")
+    assert [w.category for w in caught] == [StreamprojWarning]
+    message = str(caught[0].message)
+    assert "\U0001F99C (U+1F99C)" in message
+    assert "DejaVu Sans" in message
+    assert (tmp_path / "f.png").stat().st_size > 0
+    with warnings.catch_warnings():  # a name the font draws: no word
+        warnings.simplefilter("error")
+        names = np.array(["cat \U0001F431", "dog"])[y]
+        save_figure(plot_projection(sp.BoundaryProjector().fit(X, names), X, names),
+                    tmp_path / "g.png")
+
+
 def test_compare_pca_reopens_an_hdf5_input_as_recorded(tmp_path, capsys):
     h5py = pytest.importorskip("h5py")
     X, y = make_coin(n=3000)

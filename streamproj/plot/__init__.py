@@ -181,10 +181,42 @@ def save_figure(fig, figure):
         # demo's figure) and a file as small (flat colour fields compress either way)
         options["pil_kwargs"] = {"compress_level": 3}
     buf = io.BytesIO()
-    with _opaque(fig) if suffix in ("eps", "ps") else contextlib.nullcontext():
+    with _opaque(fig) if suffix in ("eps", "ps") else contextlib.nullcontext(), \
+            _glyphs_said_once(name):
         fig.savefig(buf, format=suffix, dpi=fig.dpi, **options)
     store.write_bytes(figure, buf.getbuffer())  # a full disk or no permission: one line, named
     return figure
+
+
+@contextlib.contextmanager
+def _glyphs_said_once(name):
+    """The "Glyph N missing from font(s) F." warnings of a save as one, naming the characters.
+
+    A class name with a character the font lacks (an emoji) warned in matplotlib's words,
+    once for each place that drew it, and named neither the character nor what became of
+    it. Other warnings are passed on as they were.
+    """
+    import re
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    missing: dict[str, str] = {}  # character: the fonts that lack it
+    for w in caught:
+        glyph = re.fullmatch(r"Glyph (\d+) \(.*\) missing from font\(s\) (.+)\.", str(w.message))
+        if glyph and issubclass(w.category, UserWarning):
+            missing.setdefault(chr(int(glyph.group(1))), glyph.group(2))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        from ..errors import StreamprojWarning
+
+        chars = ", ".join(f"{c} (U+{ord(c):04X})" for c in missing)
+        fonts = ", ".join(dict.fromkeys(missing.values()))
+        msg = (f"{name}: the figure's font ({fonts}) has no glyph for {chars}, drawn as an "
+               "empty box; the HTML view (--output VIEW.html) draws it in the browser's fonts")
+        warnings.warn(msg, StreamprojWarning, stacklevel=4)
 
 
 @contextlib.contextmanager

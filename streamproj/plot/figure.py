@@ -10,6 +10,7 @@ data area.
 
 import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -599,7 +600,9 @@ def _char_width(char, fontsize, weight, dpi):
 
     font = get_font(findfont(FontProperties(weight=weight)))
     font.set_size(fontsize, dpi)
-    font.set_text(char * 10, 0.0, flags=get_hinting_flag())
+    with warnings.catch_warnings():  # a glyph the font lacks: said once, as the figure is saved
+        warnings.simplefilter("ignore")
+        font.set_text(char * 10, 0.0, flags=get_hinting_flag())
     return font.get_width_height()[0] / 64 / 10 / dpi  # 26.6 fixed point pixels -> inches
 
 
