@@ -628,6 +628,33 @@ def test_a_pair_grid_counts_the_rows_missing_from_some_panel_not_the_worst_panel
     assert f"15 of {len(X2):,} rows (0.07%) fall outside some panel and are not drawn there" in text
 
 
+def test_tick_labels_far_from_zero_tell_their_ticks_apart():
+    # center="hyperplane" puts z[1] about 2.3e7 with a spread of 3: the ticks of every panel's
+    # y axis read "2.332e7", six times (4 significant digits whatever the step)
+    X, y = make_coin(n=3000, offset=1e7)
+    m = sp.BoundaryProjector(center="hyperplane").fit(X, y)
+    fig = plot_projection(m, X, y)
+    fig.canvas.draw()
+    checked = 0
+    margin = [ax for ax in fig.axes if ax.get_ylabel().startswith("density")]
+    for ax in [*fig.streamproj_axes, *margin]:  # (not the density key: labels of its own)
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+            assert len(set(labels)) == len(labels), labels
+            # each label is its tick's value, to a tenth of the step between ticks
+            locs = axis.get_ticklocs()
+            lo, hi = sorted(axis.get_view_interval())
+            locs = [v for v in locs if lo - 1e-10 * (hi - lo) <= v <= hi + 1e-10 * (hi - lo)]
+            if len(labels) == len(locs) > 1 and labels[0][-1].isdigit():
+                step = np.diff(locs).min()
+                values = [float(t.replace("\u2212", "-")) for t in labels]
+                assert np.allclose(values, locs, rtol=0, atol=0.1 * step), (labels, locs)
+                checked += 1
+    assert checked >= 3
+    z1 = m.transform(X)[:, 1]
+    assert np.ptp(z1) < 30 < z1.min()  # (the case: far from 0, narrow)
+
+
 def test_far_outliers_are_said_to_be_far_not_only_counted():
     # 5 rows a million units out were "5 of 200,000 rows (0.00%) fall outside" and no more
     rng = np.random.default_rng(6)

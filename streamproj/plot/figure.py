@@ -32,9 +32,40 @@ MARGIN_FINE = 16  # the margin histograms are counted this many times finer than
 
 
 def _tick_formatter():
-    from matplotlib.ticker import FuncFormatter
+    return _tick_formatter_class()()
 
-    return FuncFormatter(_tick)
+
+@functools.cache
+def _tick_formatter_class():
+    from matplotlib.ticker import Formatter
+
+    class Ticks(Formatter):
+        """:func:`_tick` labels in as many digits as tell the axis's ticks apart.
+
+        Four significant digits labelled every tick of z[1] about 2.3e7 (a hyperplane-
+        centred frame) with a spread of 3 "2.332e7".
+        """
+
+        digits = 4
+
+        def set_locs(self, locs):
+            super().set_locs(locs)
+            values = np.unique(np.asarray(locs, dtype=np.float64))
+            values = values[np.isfinite(values)]
+            self.digits = 4
+            if values.size < 2:
+                return
+            # each label within a tenth of the step of its tick (distinct labels alone could
+            # round steps of 0.25 to .2, .5, .8)
+            near = 0.1 * np.diff(values).min()
+            while self.digits < 17 and any(abs(float(_tick(v, digits=self.digits)) - v) > near
+                                           for v in values):
+                self.digits += 1
+
+        def __call__(self, value, pos=None):
+            return _tick(value, pos, self.digits)
+
+    return Ticks
 
 
 def _in_view(locator):
@@ -249,13 +280,13 @@ def _draw_panel(ax, panel, colors, vmax, twin=False, small=False):
         axis.set_major_formatter(_tick_formatter())
 
 
-def _tick(value, _pos=None):
+def _tick(value, _pos=None, digits=4):
     """A tick label with its own exponent (``400``, ``0.025``, ``4e6``, ``-1.5e-6``).
 
     matplotlib's default puts one shared "1e6" at the axis's end, where it
-    overprinted the panel's title.
+    overprinted the panel's title. ``digits`` significant digits at most.
     """
-    text = f"{value:.4g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+    text = f"{value:.{digits}g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
     return "0" if text in ("-0", "0") else text
 
 
