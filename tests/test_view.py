@@ -1772,3 +1772,35 @@ def test_browser_a_sampled_row_of_a_class_without_a_colour_is_hovered_by_its_nam
                          else f"row {s['row'][p]} · other")
         page.evaluate("window.streamproj.zoom(1 / 4096, 0, 0)")
     assert problems == []
+
+
+def test_browser_tick_labels_tell_their_ticks_apart_far_from_zero_and_zoomed_in(page_of):
+    # z[1] about 2.3e7 with a spread of 3 (a hyperplane-centred frame): every y tick read
+    # "2.33e+7"; zoomed in 4,096x, each axis's ticks one label
+    view, _ = _far_from_zero()
+    page, problems = page_of(view)
+    for zoom in (1, 64, 4096):
+        s = page.evaluate("window.streamproj.state().s")
+        page.evaluate("(f) => { const r = window.streamproj.plotRect();"
+                      " window.streamproj.zoom(f, r.l + r.w / 2, r.t + r.h / 2); }",
+                      zoom * page.evaluate("window.streamproj.home().s") / s)
+        for axis in ("xTickLabels", "yTickLabels"):
+            ticks = page.evaluate(f"window.streamproj.{axis}")
+            labels = [t["text"] for t in ticks]
+            assert len(labels) >= 2, (zoom, axis)
+            assert len(set(labels)) == len(labels), (zoom, axis, labels)
+            # each label is its tick's value, to a tenth of the step between ticks
+            values = np.array([t["value"] for t in ticks])
+            step = np.diff(values).min()
+            assert np.allclose([float(t) for t in labels], values, rtol=0, atol=0.1 * step), \
+                (zoom, axis, labels)
+        # the hovered cell's edges, too: "cell x 0.1 to 0.1005, y 2.33e+7 to 2.33e+7" read one
+        box = page.locator("#sp-canvas").bounding_box()
+        r = page.evaluate("window.streamproj.plotRect()")
+        page.mouse.move(box["x"] + r["l"] + r["w"] / 2, box["y"] + r["t"] + r["h"] / 2)
+        edges = re.search(r"cell x (\S+) to (\S+), y (\S+) to (\S+)", page.inner_text("#sp-tip"))
+        assert edges, page.inner_text("#sp-tip")
+        x0, x1, y0, y1 = map(float, edges.groups())
+        assert x0 < x1, edges.group(0)
+        assert y0 < y1, edges.group(0)
+    assert problems == []

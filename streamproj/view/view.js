@@ -50,6 +50,19 @@
     return (+v.toPrecision(4)).toString();
   }
 
+  // tick labels in as many digits as tell a tick from its neighbours (each within a tenth of
+  // the step): four read "2.33e+7" for every tick of z[1] about 2.3e7 spread 3, and zoomed in
+  // 4,096x about 5, "5" for each
+  function fmtTick(v, step) {
+    for (let d = 4; d < 17; d++) {
+      const a = Math.abs(v);
+      const text = a !== 0 && (a < 1e-3 || a >= 1e5)
+        ? v.toExponential(d - 2).replace(/\.?0+e/, "e") : (+v.toPrecision(d)).toString();
+      if (!(step > 0) || Math.abs(+text - v) <= 0.1 * step) return text;
+    }
+    return String(v);
+  }
+
   function plotRect() { return { l: PAD.l, t: PAD.t, w: W - PAD.l - PAD.r, h: H - PAD.t - PAD.b }; }
   function toScreen(x, y) {
     const r = plotRect();
@@ -468,20 +481,24 @@
     // and the last was cut at the edge); its tick is drawn either way
     let lastRight = -Infinity;
     api.xTickLabels = [];
-    for (const v of niceTicks(dx0, dx1, Math.max(2, r.w / 90))) {
+    const xs = niceTicks(dx0, dx1, Math.max(2, r.w / 90)), xStep = xs[1] - xs[0];
+    for (const v of xs) {
       const [sx] = toScreen(v, 0);
       ctx.fillRect(sx, r.t + r.h, 1, 4);
-      const text = fmt(v), w = ctx.measureText(text).width;
+      const text = fmtTick(v, xStep), w = ctx.measureText(text).width;
       const x = Math.min(Math.max(sx, w / 2 + 1), W - w / 2 - 1);
       if (x - w / 2 < lastRight + 6) continue;
       ctx.fillText(text, x, r.t + r.h + 5);
       lastRight = x + w / 2;
-      api.xTickLabels.push({ text, left: x - w / 2, right: x + w / 2 });
+      api.xTickLabels.push({ text, value: v, left: x - w / 2, right: x + w / 2 });
     }
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    for (const v of niceTicks(dy0, dy1, Math.max(2, r.h / 60))) {
-      const [, sy] = toScreen(0, v);
-      ctx.fillRect(r.l - 4, sy, 4, 1); ctx.fillText(fmt(v), r.l - 6, sy);
+    const ys = niceTicks(dy0, dy1, Math.max(2, r.h / 60)), yStep = ys[1] - ys[0];
+    api.yTickLabels = [];
+    for (const v of ys) {
+      const [, sy] = toScreen(0, v), text = fmtTick(v, yStep);
+      ctx.fillRect(r.l - 4, sy, 4, 1); ctx.fillText(text, r.l - 6, sy);
+      api.yTickLabels.push({ text, value: v });
     }
     ctx.textAlign = "center"; ctx.textBaseline = "bottom";
     ctx.fillText(M.xlabel, r.l + r.w / 2, H - 2);
@@ -583,7 +600,9 @@
       // (the boundary is a cell edge) reads 0, not 1e-16
       const edge = (v, w) => (Math.abs(v) < 1e-9 * w ? 0 : v);
       const x = edge(c.x0 + c.ix * c.cell, c.cell), y = edge(c.y0 + c.iy * c.cellY, c.cellY);
-      html += `cell x ${fmt(x)} to ${fmt(edge(c.x0 + (c.ix + 1) * c.cell, c.cell))}, y ${fmt(y)} to ${fmt(edge(c.y0 + (c.iy + 1) * c.cellY, c.cellY))}<table>`;
+      // (in digits that tell the edges apart: a cell of 1e-3 at 2.3e7 was "2.33e+7 to 2.33e+7")
+      html += `cell x ${fmtTick(x, c.cell)} to ${fmtTick(edge(c.x0 + (c.ix + 1) * c.cell, c.cell), c.cell)}, ` +
+        `y ${fmtTick(y, c.cellY)} to ${fmtTick(edge(c.y0 + (c.iy + 1) * c.cellY, c.cellY), c.cellY)}<table>`;
       // the classes present in the cell, largest first (a cell of 200 classes holds a few)
       const present = [];
       c.counts.forEach((v, k) => { if (v) present.push(k); });
@@ -802,6 +821,7 @@
     return [c.length, sum, w1, w2];
   };
   api.plotRect = plotRect;
+  api.home = () => ({ ...home });
   api.point = (p) => [points.xy[2 * p], points.xy[2 * p + 1], points.row[p]];
   api.toScreen = toScreen;
   api.toData = toData;
