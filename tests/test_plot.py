@@ -1,4 +1,5 @@
 import re
+import warnings
 
 import dask.array as da
 import matplotlib.image as mpimg
@@ -1293,6 +1294,31 @@ def test_plot_command_writes_png_of_the_requested_size(projected, extra, capsys)
     _assert_text_inside(draw_output(d / "o.zarr", sp.load(d / "m"), size=(900, 600),
                                     compare_pca="standardized" if extra else None,
                                     qda=bool(extra)))
+
+
+@pytest.mark.parametrize("array", ["y", "predicted"])
+def test_an_output_whose_arrays_disagree_on_rows_is_named_as_damaged(tmp_path, capsys, array):
+    # "y has 5000 rows but z has 6000; they must match": no file, and "z" is no array of OUT
+    X, y = make_coin(n=3000)
+    d = tmp_path
+    write_zarr(d / "d.zarr", X, y, chunk_rows=500)
+    main(["fit", str(d / "d.zarr"), "--model", str(d / "m")])
+    main(["project", str(d / "m"), str(d / "d.zarr"), "--output", str(d / "o.zarr")])
+    group = zarr.open_group(str(d / "o.zarr"), mode="r+", use_consolidated=False)
+    values = group[array][:]
+    del group[array]
+    with warnings.catch_warnings():  # (zarr: consolidated metadata is not in Zarr v3's spec)
+        warnings.simplefilter("ignore")
+        group.create_array(array, data=values[:2500], chunks=(500,))
+        zarr.consolidate_metadata(str(d / "o.zarr"))
+    for name in ("f.png", "v.html"):
+        capsys.readouterr()
+        assert main(["plot", str(d / "o.zarr"), "--output", str(d / name)]) == 2
+        line = one_error_line(capsys)
+        assert (f"{d / 'o.zarr'}/{array} has 2,500 rows but {d / 'o.zarr'}/projection has 3,000"
+                in line)
+        assert "damaged" in line
+        assert not (d / name).exists()
 
 
 def test_a_size_too_small_for_the_text_is_one_line_and_writes_nothing(tmp_path, capsys):

@@ -92,6 +92,11 @@ def output_source(out):
     if "y" not in arrays and "predicted" not in arrays:
         msg = f"{out} holds neither 'y' nor 'predicted'; a picture needs one to colour the rows"
         raise InputError(msg)
+    for name in ("y", "predicted"):  # (said of OUT's arrays, not of the picture's "z")
+        if name in arrays and arrays[name].shape[0] != z.shape[0]:
+            msg = (f"{out}/{name} has {arrays[name].shape[0]:,} rows but {out}/projection has "
+                   f"{z.shape[0]:,}; the output is damaged: rewrite it (project ... --overwrite)")
+            raise InputError(msg)
     arrays["label"] = arrays["y"] if "y" in arrays else arrays["predicted"]
     classes = np.asarray(meta["classes"])
     coef = np.asarray(meta["coef"], dtype=np.float64)
