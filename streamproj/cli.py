@@ -448,6 +448,9 @@ def _demo(args):
     if args.rows < 20 or args.features < 3 or args.chunk_rows < 1:
         msg = "--rows must be at least 20, --features at least 3, --chunk-rows at least 1"
         raise InputError(msg)
+    if args.seed < 0:  # (numpy's seeds are not negative: its traceback came after DIR's data went)
+        msg = f"--seed must be 0 or more; got {args.seed}"
+        raise InputError(msg)
     print(demo.describe(demo.run_demo(args.dir, args.rows, args.features, args.chunk_rows,
                                       args.seed, args.progress)))
 

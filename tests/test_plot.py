@@ -1616,6 +1616,17 @@ def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", str(tmp_path / "demo"), "--rows", "30000"]) == 0  # reruns in place
 
 
+def test_demo_refuses_a_negative_seed_in_one_line_before_touching_its_folder(tmp_path, capsys):
+    # --seed -1 was numpy's traceback from inside the data's writing, which had already
+    # replaced DIR/data.zarr with zeros beside the model and projection of the run before
+    assert main(["demo", str(tmp_path / "demo"), "--rows", "200", "--chunk-rows", "100"]) == 0
+    before = _tree(tmp_path / "demo")
+    capsys.readouterr()
+    assert main(["demo", str(tmp_path / "demo"), "--rows", "200", "--seed", "-1"]) == 2
+    assert "--seed must be 0 or more; got -1" in one_error_line(capsys)
+    assert _tree(tmp_path / "demo") == before
+
+
 def _tree(folder):
     return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
 
