@@ -716,6 +716,34 @@ def test_rows_with_a_nan_coordinate_are_said_to_be_nan_not_only_counted_outside(
     assert "20 rows (0.50%) have a NaN coordinate and are not drawn" in text
 
 
+def test_the_margin_of_coordinates_near_1e300_is_drawn_not_a_flat_line():
+    # each class's density along z[0] is about 1e-301 per unit: matplotlib took a y range that
+    # small for none and drew every histogram flat on 0 in a panel from -0.04 to 0.04
+    from matplotlib.patches import StepPatch
+
+    from streamproj.plot.picture import Source, draw_source
+    from streamproj.plot.reading import Blocks
+
+    rng = np.random.default_rng(1)
+    label = rng.integers(0, 2, 4000)
+    z = rng.normal(size=(4000, 2)) * 1e300 + np.array([[-2e300, 0], [2e300, 0]])[label]
+    source = Source(Blocks({"z": z, "label": label}), np.arange(2), np.eye(2), np.zeros(2),
+                    np.array([[1.0, 0.0]]), np.zeros(1), ["a", "b"], "d", "m", "y")
+    fig = draw_source(source)
+    margin = next(ax for ax in fig.axes if ax.get_ylabel().startswith("density"))
+    outlines = [p for p in margin.patches if isinstance(p, StepPatch) and not p.get_fill()]
+    assert len(outlines) == 2
+    scale = re.search(r"x1e-(\d+)", margin.get_ylabel())
+    assert scale, margin.get_ylabel()
+    lo, top = margin.get_ylim()
+    for patch in outlines:
+        dens, edges, _ = patch.get_data()
+        # each class integrates to 1 in the units the axis says
+        assert np.sum(dens * np.diff(edges)) * 10.0 ** -int(scale[1]) == pytest.approx(1.0)
+        assert 0.3 * top < dens.max() <= top
+    assert lo == 0
+
+
 def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():
     # a class in 2 % of the z[0] range was drawn in 2-3 bins of the panel's 200
     rng = np.random.default_rng(4)

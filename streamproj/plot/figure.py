@@ -318,6 +318,10 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     nbins = margin.shape[1]
     edges = np.linspace(lo, hi, nbins + 1)
     width = (hi - lo) / nbins
+    # densities of coordinates near 1e300 are near 1e-301, a y range matplotlib takes for
+    # none (each histogram was drawn flat on 0): drawn in units of 10^-e, which the axis says
+    e = int(np.floor(np.log10(hi - lo))) if hi - lo > 1e100 else 0
+    width /= 10.0**e
     from matplotlib.patches import StepPatch
 
     lines = []
@@ -364,8 +368,9 @@ def _margin_panel(ax, margin, limits, colors, names, wrong, rows, binary, label)
     width_in, height_in = box.width * fig.get_figwidth(), box.height * fig.get_figheight()
     ax.set_xlabel(_first_fitting([label, label.split(":")[0]], width_in, 10, fig.dpi),
                   fontsize=10)
-    ax.set_ylabel(_first_fitting(["density within each class", "density"], height_in, 10, fig.dpi),
-                  fontsize=10)
+    unit = f" (x1e-{e})" if e else ""
+    ax.set_ylabel(_first_fitting([f"density within each class{unit}", f"density{unit}"], height_in,
+                                 10, fig.dpi), fontsize=10)
     ax.tick_params(labelsize=8)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(_in_view(axis.get_major_locator()))
