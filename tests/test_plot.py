@@ -129,13 +129,16 @@ def test_summary_counts_non_finite_and_far_rows_outside_and_each_side_of_the_bou
         s.add({"z": z[start : start + 1000], "label": labels[start : start + 1000]})
     x, y = z[:, 0], z[:, 1]
     inside = (x >= -3) & (x < 3) & (y >= -2) & (y < 2.5)
+    # histograms' cells, but z[0] = 0 (and -0) in the cell left of the boundary: the
+    # classifier's "z[0] <= 0" side
+    xs = np.where(x == 0, -1e-9, x)
     for k in range(2):
         sel = labels == k
-        ref = np.histogram2d(x[sel & inside], y[sel & inside],
+        ref = np.histogram2d(xs[sel & inside], y[sel & inside],
                              bins=(np.linspace(-3, 3, 13), np.linspace(-2, 2.5, 10)))[0]
         np.testing.assert_array_equal(s.grids[(0, 1)][k], ref)
         in_margin = sel & (x >= -3) & (x < 3)
-        np.testing.assert_array_equal(s.margin[k], np.histogram(x[in_margin], np.linspace(-3, 3, 25))[0])
+        np.testing.assert_array_equal(s.margin[k], np.histogram(xs[in_margin], np.linspace(-3, 3, 25))[0])
     assert s.outside[(0, 1)] == np.count_nonzero(~inside)
     np.testing.assert_array_equal(s.rows[:2], np.bincount(labels))
     # the wrong side: class 0 with z[0] > 0, class 1 with z[0] <= 0; a NaN z[0] is on neither
@@ -742,6 +745,27 @@ def test_the_margin_of_coordinates_near_1e300_is_drawn_not_a_flat_line():
         assert np.sum(dens * np.diff(edges)) * 10.0 ** -int(scale[1]) == pytest.approx(1.0)
         assert 0.3 * top < dens.max() <= top
     assert lo == 0
+
+
+def test_rows_exactly_on_the_boundary_are_drawn_on_its_side_the_classifier_gives_them():
+    # a row at z[0] = 0 is the classifier's "z[0] <= 0" class, and was counted in the cell
+    # from 0 to the right: 300 rows at the centre drawn on the other class's side of the line
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X, y)
+    X = np.vstack([X, np.repeat(m.center_[None], 300, axis=0)])
+    y = np.concatenate([y, np.zeros(300, int)])
+    z0 = m.transform(X)[:, 0]
+    assert np.count_nonzero(z0 == 0) == 300
+    assert np.all(m.predict(X[z0 == 0]) == 0)
+    s = plot_projection(m, X, y).streamproj_summary
+    lo, hi = s.limits[0]
+    for counts in (s.grid((0, 1)), s.margin[:, :, None]):
+        n = counts.shape[1]
+        at = round(-lo / (hi - lo) * n)
+        assert abs(lo + at * (hi - lo) / n) < 1e-9 * (hi - lo)  # (a cell edge at the boundary)
+        right = np.arange(n) >= at
+        assert counts[:, right].sum() == np.count_nonzero(z0 > 0)
+        assert counts[0, ~right].sum() == np.count_nonzero((z0 <= 0) & (y == 0))
 
 
 def test_a_narrow_class_gets_a_histogram_of_many_bins_that_integrates_to_one():

@@ -113,6 +113,15 @@ def _cells(v, limits, n, inside=False):
     return f.astype(np.intp)
 
 
+def _left_of_zero(limits, n):
+    """The cell whose right edge is 0: one of the ``n`` cells' edges over ``limits``, by construction.
+
+    (Rounded, not floored: ``-lo * n / (hi - lo)`` may come out a hair under its integer.)
+    """
+    lo, hi = limits
+    return round(float(-lo * n / (hi - lo))) - 1
+
+
 def _finer(bins, side, k):
     return tuple(n * k if a == side else n for a, n in enumerate(bins))
 
@@ -251,6 +260,12 @@ class PictureSummary:
         columns = [z[:, a] for a in range(len(self.extremes))]
         low, high, nan = _extremes(columns)
         inside = ~nan & (low >= self.limits[:, 0]) & (high <= self.limits[:, 1])
+        # a row exactly at z[0] = 0 is on the classifier's "z[0] <= 0" side: in the cell left of
+        # the boundary (a cell edge), not floor's cell from 0 on (300 rows at the centre were
+        # drawn on the other class's side)
+        zero = None
+        if self.binary is not None and self.limits[0, 0] < 0.0 and low[0] <= 0.0 <= high[0]:
+            zero = np.flatnonzero(columns[0] == 0.0)
         gone = None  # rows outside some panel (several panels: each panel's own are not all)
         for pair in self.pairs:
             i, j = pair
@@ -258,6 +273,9 @@ class PictureSummary:
             # (bucket * (bx + 2) + ix + 1) * (by + 2) + iy + 1: the cell in the padded grid
             keys = _cells(columns[i], self.limits[i], bx, inside[i])
             cy = _cells(columns[j], self.limits[j], by, inside[j])
+            if zero is not None and zero.size and 0 in pair:
+                on, n = (keys, bx) if i == 0 else (cy, by)
+                on[zero] = _left_of_zero(self.limits[0], n)
             if len(self.pairs) > 1 and not (inside[i] and inside[j]):
                 out = (keys < 0) | (keys >= bx) | (cy < 0) | (cy >= by)
                 gone = out if gone is None else gone | out
@@ -272,6 +290,8 @@ class PictureSummary:
             with self._lock:
                 self._outside_any += missed
         keys = _cells(columns[0], self.limits[0], self.margin_bins, inside[0])
+        if zero is not None and zero.size:
+            keys[zero] = _left_of_zero(self.limits[0], self.margin_bins)
         sides = self._margin_padded.shape[2]
         if sides == 3:  # the side of the boundary: cell * 3 + (z[0] > 0), + 2 where NaN
             keys *= 3
