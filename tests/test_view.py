@@ -1804,3 +1804,24 @@ def test_browser_tick_labels_tell_their_ticks_apart_far_from_zero_and_zoomed_in(
         assert x0 < x1, edges.group(0)
         assert y0 < y1, edges.group(0)
     assert problems == []
+
+
+def test_rows_exactly_on_the_boundary_are_counted_on_its_side_the_classifier_gives_them():
+    # a row at z[0] = 0 is the classifier's "z[0] <= 0" class, and was counted in the cell from
+    # 0 to the right, on the other class's side of the line the page draws
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X, y)
+    X = np.vstack([X, np.repeat(m.center_[None], 300, axis=0)])
+    y = np.concatenate([y, np.zeros(300, int)])
+    z0 = m.transform(X)[:, 0]
+    assert np.count_nonzero(z0 == 0) == 300
+    for axes in ((0, 1), (1, 0)):
+        p = view_projection(m, X, y, axes=axes).pyramid
+        a = axes.index(0)
+        lower, cell, n = p.extent[a, 0], p.cell[a], p.shape[a]
+        at = round(-lower / cell)
+        assert abs(lower + at * cell) < 1e-9 * cell * n  # (a cell edge at the boundary)
+        counts = np.moveaxis(p.counts, 1 + a, 1)  # (B, cells along z[0], the other axis)
+        assert counts[:, at:].sum() == np.count_nonzero(z0 > 0)
+        assert counts[0, :at].sum() == np.count_nonzero((z0 <= 0) & (y == 0))
+        assert p.counts.sum() == len(y)  # (every row inside the extent)

@@ -301,6 +301,7 @@ class Pyramid:
         labels = np.asarray(block["label"]).ravel()
         offset = self._key_offsets(labels)
         inside, ix, iy, tile = self._cells(x, y)
+        zero = self._on_the_boundary(x, y, inside, ix, iy, tile)
         gy = self.shape[1]
         out_b, non_finite, far = None, 0, None
         # every row's bucket only where rows leave this grid; else the candidates' alone
@@ -318,7 +319,7 @@ class Pyramid:
                 beyond = np.ones(x.size, dtype=bool)
                 beyond[inside] = False
                 beyond = np.flatnonzero(beyond)
-            far, gone = self._to_overview(x, y, bucket, beyond)
+            far, gone = self._to_overview(x, y, bucket, beyond, zero)
         elif n_inside < x.size:  # only blocks with rows outside pay for these
             gone = np.ones(x.size, dtype=bool)
             gone[inside] = False
@@ -356,7 +357,31 @@ class Pyramid:
         if batch is not None:  # ranked outside the lock: one merger, the other threads go on
             self._merge(batch)
 
-    def _to_overview(self, x, y, bucket, beyond):
+    def _on_the_boundary(self, x, y, inside, ix, iy, tile):
+        """Rows exactly at z[0] = 0 (a cell edge) moved to the cell left of it, in place.
+
+        Such a row is on the classifier's "z[0] <= 0" side; the cells from 0 on are the other
+        class's (300 rows at the model's centre were counted there). Returns their indices in
+        the block, or None.
+        """
+        if 0.0 not in self.edges:
+            return None
+        a = self.edges.index(0.0)
+        zero = np.flatnonzero((x if a == 0 else y) == 0.0)
+        if not zero.size:
+            return None
+        pos = zero
+        if inside is not None:  # (their places among the rows inside)
+            pos = np.searchsorted(inside, zero)
+            pos = pos[pos < inside.size]
+            pos = pos[inside[pos] == zero[: pos.size]]
+        left = round(float(-self.extent[a, 0] / self.cell[a])) - 1
+        if left >= 0:
+            (ix if a == 0 else iy)[pos] = left
+            tile[pos] = self._tile_of_x.take(ix[pos]) + self._tile_of_y.take(iy[pos])
+        return zero
+
+    def _to_overview(self, x, y, bucket, beyond, zero=None):
         """Count every row in the overview, mark the cells of rows ``beyond`` this grid.
 
         Returns ``(far, gone)``: the rows beyond this grid that the overview
@@ -381,6 +406,12 @@ class Pyramid:
             ok |= on_grid
         ix = np.clip(fx[ok], 0, gx - 1).astype(np.intp)
         iy = np.clip(fy[ok], 0, gy - 1).astype(np.intp)
+        if zero is not None:  # rows at z[0] = 0: left of the boundary here too
+            a = self.edges.index(0.0)
+            left = round(float(-(x0, y0)[a] / (cx, cy)[a])) - 1
+            on = zero[ok[zero]]
+            if left >= 0 and on.size:
+                (ix if a == 0 else iy)[np.cumsum(ok)[on] - 1] = left
         keys = bucket[ok].astype(np.intp) * gx
         keys += ix
         keys *= gy
