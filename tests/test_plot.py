@@ -109,7 +109,8 @@ def test_a_local_output_is_read_one_whole_chunk_a_read_by_streamprojs_reader(tmp
     assert blocks.groups(range(len(blocks))) == [[i] for i in range(11)]
     got = {}
     stream(blocks, lambda b, s: got.__setitem__(s, (b["z"].copy(), b["label"].copy())))
-    assert zarr_reads == [] and len(direct_reads) == 22
+    assert zarr_reads == []
+    assert len(direct_reads) == 22
     np.testing.assert_array_equal(np.concatenate([got[s][0] for s in sorted(got)]), z)
     np.testing.assert_array_equal(np.concatenate([got[s][1] for s in sorted(got)]), labels)
     # blocks that are not the arrays' chunks are read in runs, by zarr, as before
