@@ -16,6 +16,22 @@ def make_classes(n=600, p=5, k=2, seed=0, offset=0.0, scale=1.0, dtype=np.float6
     return X.astype(dtype), y
 
 
+def coin_with_rows_at_centre(rows=300):
+    """A model of the coin, and its rows plus ``rows`` of class 0 exactly at the centre (z[0] = 0).
+
+    Returns ``(model, X, y)``; the rows at the centre are the classifier's class 0.
+    """
+    import streamproj as sp
+
+    X, y = make_coin(n=3000)
+    m = sp.BoundaryProjector().fit(X, y)
+    X = np.vstack([X, np.repeat(m.center_[None], rows, axis=0)])
+    y = np.concatenate([y, np.zeros(rows, int)])
+    z0 = m.transform(X)[:, 0]
+    assert np.count_nonzero(z0 == 0) == rows
+    return m, X, y
+
+
 def make_coin(n=2000, p=6, seed=0, offset=3.0):
     """The seed's coin: a flat Gaussian disk, classes on either face, thin axis = normal."""
     rng = np.random.default_rng(seed)

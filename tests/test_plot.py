@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import make_classes, make_coin, one_error_line, write_zarr
+from conftest import coin_with_rows_at_centre, make_classes, make_coin, one_error_line, write_zarr
 
 import streamproj as sp
 from streamproj import jobs, solvers
@@ -751,12 +751,8 @@ def test_the_margin_of_coordinates_near_1e300_is_drawn_not_a_flat_line():
 def test_rows_exactly_on_the_boundary_are_drawn_on_its_side_the_classifier_gives_them():
     # a row at z[0] = 0 is the classifier's "z[0] <= 0" class, and was counted in the cell
     # from 0 to the right: 300 rows at the centre drawn on the other class's side of the line
-    X, y = make_coin(n=3000)
-    m = sp.BoundaryProjector().fit(X, y)
-    X = np.vstack([X, np.repeat(m.center_[None], 300, axis=0)])
-    y = np.concatenate([y, np.zeros(300, int)])
+    m, X, y = coin_with_rows_at_centre(300)
     z0 = m.transform(X)[:, 0]
-    assert np.count_nonzero(z0 == 0) == 300
     assert np.all(m.predict(X[z0 == 0]) == 0)
     s = plot_projection(m, X, y).streamproj_summary
     lo, hi = s.limits[0]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_classes, make_coin
+from conftest import coin_with_rows_at_centre, make_classes, make_coin
 
 import streamproj as sp
 from streamproj.plot import view_projection
@@ -1809,12 +1809,8 @@ def test_browser_tick_labels_tell_their_ticks_apart_far_from_zero_and_zoomed_in(
 def test_rows_exactly_on_the_boundary_are_counted_on_its_side_the_classifier_gives_them():
     # a row at z[0] = 0 is the classifier's "z[0] <= 0" class, and was counted in the cell from
     # 0 to the right, on the other class's side of the line the page draws
-    X, y = make_coin(n=3000)
-    m = sp.BoundaryProjector().fit(X, y)
-    X = np.vstack([X, np.repeat(m.center_[None], 300, axis=0)])
-    y = np.concatenate([y, np.zeros(300, int)])
+    m, X, y = coin_with_rows_at_centre(300)
     z0 = m.transform(X)[:, 0]
-    assert np.count_nonzero(z0 == 0) == 300
     for axes in ((0, 1), (1, 0)):
         p = view_projection(m, X, y, axes=axes).pyramid
         a = axes.index(0)
