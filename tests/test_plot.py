@@ -963,7 +963,7 @@ def test_pair_grid_for_three_axes_and_a_chosen_pair(tmp_path):
     (ax,) = fig.streamproj_axes  # (and fig.streamproj_magnified when its spans differ 3x)
     assert ax.get_xlabel().startswith("z[0]")
     assert ax.get_ylabel().startswith("z[2]")
-    with pytest.raises(InputError, match="axes must be two different axes"):
+    with pytest.raises(InputError, match=r"axes \(--axes on the command line\) must be two different axes"):
         plot_projection(m, X, y, axes=(0, 5))
 
 
@@ -1409,7 +1409,8 @@ def test_plot_command_html_and_errors(projected, tmp_path, capsys):
     assert "--axes must be two numbers" in capsys.readouterr().err
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--axes", "-1,0"])
     assert code == 2  # named as a bad pair, not argparse's "expected one argument"
-    assert "axes must be two different axes in 0..1; got (-1, 0)" in one_error_line(capsys)
+    assert ("axes (--axes on the command line) must be two different axes in 0..1; got (-1, 0)"
+            in one_error_line(capsys))
     code = main(["plot", str(d / "o.zarr"), "--output", str(d / "g.png"), "--size", "-5x100"])
     assert code == 2  # the same for a size
     assert "--size must be between 640x480 and 8000x8000 pixels; got -5x100" in one_error_line(capsys)

@@ -154,8 +154,9 @@ def _pairs(d, axes):
     if axes is not None:
         i, j = (int(a) for a in axes)
         if not (0 <= i < d and 0 <= j < d) or i == j:
-            msg = (f"axes must be two different axes in 0..{d - 1}; got {tuple(axes)} (the "
-                   f"projection has {d}; more need a model fitted with a larger --n-components)")
+            msg = (f"axes (--axes on the command line) must be two different axes in "
+                   f"0..{d - 1}; got {tuple(axes)} (the projection has {d}; more need a model "
+                   "fitted with a larger --n-components)")
             raise InputError(msg)
         return [(0, 0, (i, j))]
     if d < 2:
