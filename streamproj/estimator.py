@@ -31,7 +31,6 @@ from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, v
 from . import gpu, solvers, store
 from ._version import __version__
 from .errors import (
-    BadValuesError,
     IncompatibleStatsError,
     InputError,
     InvalidParameterError,
@@ -68,6 +67,7 @@ from .validation import (
     check_not_sparse,
     is_dask_frame,
     is_lazy,
+    refuse_too_large,
 )
 
 __all__ = ["BoundaryProjector", "load"]
@@ -357,12 +357,9 @@ def _refuse_overflowed_rows(Z):
 
     As :func:`~streamproj.passes.project_blocks` does for lazy rows (it was -inf in memory).
     """
-    if np.isfinite(Z).all():
-        return
-    row = int(np.flatnonzero(~np.isfinite(Z).all(axis=1))[0])
-    msg = (f"X row {row} is too large to project in float64 (its coordinates overflow); "
-           "drop or rescale it")
-    raise BadValuesError(msg)
+    if not np.isfinite(Z).all():
+        refuse_too_large(~np.isfinite(Z).all(axis=1), 0, "X",
+                         "to project in float64 (its coordinates overflow)")
 
 
 def _finite_block(block, block_info=None):

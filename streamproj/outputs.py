@@ -16,10 +16,17 @@ import dask.array as da
 import numpy as np
 
 from . import store
-from .errors import BadValuesError, InputError
+from .errors import InputError
 from .passes import project_blocks, score_blocks, store_projection
 from .solvers import scores_to_index
-from .validation import as_dask_labels, as_dask_rows, block_start, plain_labels, text_labels
+from .validation import (
+    as_dask_labels,
+    as_dask_rows,
+    block_start,
+    plain_labels,
+    refuse_too_large,
+    text_labels,
+)
 
 __all__ = [
     "DECISION_MAX_CLASSES",
@@ -91,12 +98,8 @@ def _scaled_decision(z0, scale, name, block_info=None):
     """``scale · z0``: a row whose decision value overflows is refused, named (not written as inf)."""
     with np.errstate(over="ignore"):
         out = z0 * scale
-    bad = np.flatnonzero(np.isinf(out) & np.isfinite(z0))
-    if bad.size:
-        row = block_start(block_info) + int(bad[0])
-        msg = (f"{name} row {row} is too large to project in float64 (its decision value "
-               "overflows); drop or rescale it")
-        raise BadValuesError(msg)
+    refuse_too_large(np.isinf(out) & np.isfinite(z0), block_start(block_info), name,
+                     "to project in float64 (its decision value overflows)")
     return out
 
 

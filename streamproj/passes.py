@@ -41,7 +41,7 @@ from .stats import (
     partial_summary,
     summary_nbytes,
 )
-from .validation import as_dask_labels, as_dask_rows, block_start, check_finite
+from .validation import as_dask_labels, as_dask_rows, block_start, check_finite, refuse_too_large
 
 __all__ = [
     "accumulate",
@@ -308,10 +308,8 @@ def _project_block(block, center, components, name, row_offset, bfloat16=False, 
             check_finite(bfloat16_to_float32(block) if bfloat16 else block, row_offset + first,
                          name)
         # finite rows whose coordinates overflow: the first such row, not the block's first
-        row = row_offset + first + int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
-        msg = (f"{name} row {row} is too large to project in float64 (its coordinates "
-               "overflow); drop or rescale it")
-        raise BadValuesError(msg)
+        refuse_too_large(~np.isfinite(out).all(axis=1), row_offset + first, name,
+                         "to project in float64 (its coordinates overflow)")
     return out
 
 

@@ -10,9 +10,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 
 from . import solvers
-from .errors import BadValuesError, SingularScatterError
+from .errors import SingularScatterError
 from .estimator import _label, _SummaryClassifier
-from .validation import block_start
+from .validation import block_start, refuse_too_large
 
 __all__ = ["StreamingQDA"]
 
@@ -170,12 +170,9 @@ def _log_posterior_block(block, model, block_info=None):
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         scores = solvers.qda_log_posterior(model, np.asarray(block))
-        bad = np.flatnonzero(~np.isfinite(scores.max(axis=1, initial=-np.inf)))
-    if bad.size:
-        row = block_start(block_info) + int(bad[0])
-        msg = (f"X row {row} is too large for QDA in float64 (its squared distance to every "
-               "class mean overflows); drop or rescale it")
-        raise BadValuesError(msg)
+        bad = ~np.isfinite(scores.max(axis=1, initial=-np.inf))
+    refuse_too_large(bad, block_start(block_info), "X",
+                     "for QDA in float64 (its squared distance to every class mean overflows)")
     return scores
 
 

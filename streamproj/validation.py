@@ -42,6 +42,7 @@ __all__ = [
     "is_dask_frame",
     "is_lazy",
     "plain_labels",
+    "refuse_too_large",
     "text_labels",
     "text_labels_block",
 ]
@@ -403,6 +404,19 @@ def plain_labels(values: np.ndarray, row_offset: int = 0, name: str = "y") -> np
 def block_start(block_info: Any) -> int:
     """The global first row of the chunk a ``map_blocks`` function was given (0 without ``block_info``)."""
     return int(block_info[0]["array-location"][0][0]) if block_info else 0
+
+
+def refuse_too_large(bad: np.ndarray, first_row: int, name: str, what: str) -> None:
+    """Refuse the first row flagged in ``bad``: a finite row whose result overflows float64.
+
+    ``bad`` is a boolean mask over a block's rows, ``first_row`` the block's
+    first row in ``name``'s numbering, ``what`` how the row is too large (e.g.
+    "to project in float64 (its coordinates overflow)").
+    """
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        msg = f"{name} row {first_row + int(rows[0])} is too large {what}; drop or rescale it"
+        raise BadValuesError(msg)
 
 
 def text_labels_block(block: np.ndarray, name: str, block_info: Any = None) -> np.ndarray:
